@@ -1,0 +1,135 @@
+"""The ``sglang-exporter`` command: wires settings, tailer, pipeline, collectors and HTTP server.
+
+Exit codes: 0 on success (one-shot done, or stopped by SIGTERM/SIGINT), 1 on a runtime failure
+(the listen address cannot be bound), 2 on a bad setting (the message names it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from .collector import ExporterCollector, GuardedCollectors, SchedulerCollector
+from .demo import Replayer, sample_log_path
+from .pipeline import Pipeline
+from .settings import Settings, SettingsError, load_settings, parse_listen_address
+from .state import SchedulerStates
+from .tailer import Follower, Tailer
+from .web import WebServer, make_app
+
+log = logging.getLogger("sglang_exporter")
+
+PROG = "sglang-exporter"
+
+
+def build_registry(pipeline: Pipeline, idle_after: float | None) -> CollectorRegistry:
+    """A private registry with the scheduler and exporter collectors, each guarded."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(GuardedCollectors([
+        ("scheduler", SchedulerCollector(pipeline, idle_after)),
+        ("exporter", ExporterCollector(pipeline)),
+    ]))
+    return registry
+
+
+def _usage_error(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; returns the exit code (see the module docstring)."""
+    try:
+        settings = load_settings(argv)
+    except SettingsError as exc:
+        return _usage_error(str(exc))
+    level = settings.log.level.upper()
+    if settings.one_shot and level == "INFO":
+        level = "WARNING"  # one-shot output is the exposition on stdout; keep stderr for problems
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not settings.demo and not settings.log.path:
+        return _usage_error("setting log.path (--log.path, SGLANG_EXPORTER_LOG__PATH) is required "
+                            "(or use --demo)")
+    pipeline = Pipeline(SchedulerStates(settings.sglang.decode_log_interval))
+    if settings.one_shot:
+        return _one_shot(settings, pipeline)
+    return _serve(settings, pipeline)
+
+
+def _one_shot(settings: Settings, pipeline: Pipeline) -> int:
+    path = settings.log.path or str(sample_log_path())
+    if not os.path.isfile(path):
+        return _usage_error(f"setting log.path (--log.path): {path!r} is not a readable file")
+    tailer = Tailer(path, pipeline, from_beginning=True, max_line_bytes=settings.log.max_line_bytes)
+    try:
+        tailer.poll()
+        tailer.flush()
+    finally:
+        tailer.close()
+    sys.stdout.write(generate_latest(build_registry(pipeline, None)).decode())
+    sys.stdout.flush()
+    return 0
+
+
+def _serve(settings: Settings, pipeline: Pipeline) -> int:
+    stop = threading.Event()
+    replayer = None
+    tmpdir = None
+    if settings.demo and not settings.log.path:
+        tmpdir = tempfile.TemporaryDirectory(prefix="sglang-exporter-demo-")
+        path = str(Path(tmpdir.name) / "sglang.log")
+        Path(path).touch()
+        replayer = Replayer(Path(path))
+        from_beginning = True
+    else:
+        path = settings.log.path
+        from_beginning = settings.log.from_beginning
+    tailer = Tailer(path, pipeline, from_beginning=from_beginning, max_line_bytes=settings.log.max_line_bytes)
+    follower = Follower([tailer], settings.log.poll_interval, settings.log.watch_mode)
+    registry = build_registry(pipeline, settings.sglang.idle_after)
+    host, port = parse_listen_address(settings.web.listen_address)
+
+    def health() -> tuple[bool, str]:
+        alive = follower._thread is not None and follower._thread.is_alive()
+        return (True, "ok") if alive else (False, "log follower thread is not running")
+
+    server = WebServer(host, port, make_app(registry, settings.web.telemetry_path, health))
+    try:
+        server.start()
+    except OSError as exc:
+        print(f"{PROG}: error: cannot listen on {settings.web.listen_address} (--web.listen-address): "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 1
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    follower.start()
+    if replayer is not None:
+        replayer.start()
+    shown = host if host else "0.0.0.0"
+    log.info("serving metrics on http://%s:%d%s, following %s", shown if ":" not in shown else f"[{shown}]",
+             server.port, settings.web.telemetry_path, path)
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        log.info("shutting down")
+        if replayer is not None:
+            replayer.stop()
+        follower.stop()
+        server.stop()
+        if tmpdir is not None:
+            tmpdir.cleanup()
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

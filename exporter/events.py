@@ -1,0 +1,229 @@
+"""Typed events that the parser produces from SGLang scheduler log lines.
+
+Every event carries a :class:`Origin` (who printed the line and when) plus the fields of its
+line kind, already normalised across SGLang eras (see ``../shared/notes/sglang-log-format.md``
+and the README's metric table). Units: token counts are tokens, ratios are 0..1, durations are
+seconds, throughputs are tokens per second. A field the line did not print is ``None``.
+
+Events are plain frozen dataclasses with ``slots`` so that creating one per line is cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Who printed a line and when, read from the line's prefix.
+
+    Attributes:
+        dp_rank: The scheduler's identity: the ``DP<n>`` tag of SGLang's prefix (``[... DP3 TP3]``,
+            since 2024-08-25), the inline ``[gpu_id=<n>]`` / ``[gpu=<n>]`` tag of 2024-05..08 logs,
+            or ``"0"`` when the line has neither.
+        replica: The other rank tags in a canonical order (``PP``, ``ATTN_CP``, ``MOE_DP``, ``TP``,
+            ``EP``), joined by spaces, e.g. ``"PP1 TP0"``; ``""`` when there are none. Lines of one
+            scheduler printed by different replicas (TP ranks, pipeline stages) differ only here.
+        log_time: The line's own timestamp in seconds (naive wall clock of the server: date and time
+            ``[YYYY-MM-DD HH:MM:SS(.mmm)]``, or seconds of the day for the 2024 time-only
+            ``[HH:MM:SS TP0]`` prefix), or ``None`` when the line has no timestamp.
+        time_of_day_only: True when ``log_time`` came from a time-only prefix (it wraps at midnight).
+    """
+
+    dp_rank: str = "0"
+    replica: str = ""
+    log_time: float | None = None
+    time_of_day_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class KvUsage:
+    """KV-cache occupancy fields shared by Prefill and Decode lines (format notes section 5).
+
+    Attributes:
+        pools: ``token usage`` ratio per pool, keys among ``kv`` (plain ``token usage``), ``full``,
+            ``swa``, ``mamba`` (hybrid models, 2025-06+), ``gpu`` and ``cpu`` (HiSparse, 2026-04+).
+        used_tokens: KV tokens in use of the main pool: ``#token`` (plain), ``#full token`` or the
+            2025-06/07 ``#token: full=F`` form, or ``#gpu token`` (HiSparse); ``None`` if not printed.
+    """
+
+    pools: dict[str, float] = field(default_factory=dict)
+    used_tokens: int | None = None
+
+    @property
+    def max_device_ratio(self) -> float | None:
+        """Maximum usage over the device pools (every pool except HiSparse's host ``cpu`` tier).
+
+        This is what SGLang's own ``sglang:token_usage`` gauge reports since 2026-04-10 and what
+        alerting should use for hybrid models; ``None`` when the line printed no usage at all.
+        """
+        values = [v for k, v in self.pools.items() if k != "cpu"]
+        return max(values) if values else None
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillBatch:
+    """One ``Prefill batch`` line: one prefill (extend) forward batch.
+
+    Sources: ``new fill batch.`` (2024-01), ``Prefil batch.`` (v0.1.17), ``Prefill batch.`` /
+    ``Prefill batch,`` (2024-06 onwards, comma since 2025-10-26), ``Prefill batch(mixed
+    #running-req: N).`` (2024-08..11, ``--enable-mixed-chunk``).
+
+    Attributes:
+        new_seq: ``#new-seq`` (``#seq`` in 2024-01): requests in this batch, including a continuing
+            chunk of a chunked prefill.
+        new_token: ``#new-token`` (``#new_token``): tokens computed by this batch.
+        cached_token: ``#cached-token`` (``#cached_token``): radix-cache hits of the batch.
+        running_req: ``#running-req`` (``#running_req``; the mixed title's count): the running decode
+            batch at schedule time.
+        queue_req: ``#queue-req`` (``#remaining_req``): waiting requests.
+        pending_token: ``#pending-token`` (2026-04+): tokens of all waiting requests.
+        kv: KV-usage fragment.
+        pd_queues: PD-prefill queues by normalised name: ``bootstrap`` (``#unbootstrapped-req``,
+            ``#prealloc-req``, ``#bootstrap-req``), ``inflight`` (``#transferring-req``,
+            ``#inflight-req``), ``optimistic`` (``#optimistic-req``).
+        input_throughput: ``input throughput (token/s)``.
+        graph: value of ``cuda|cpu|npu|musa graph`` (2026-01-30+), else ``None``.
+    """
+
+    origin: Origin
+    new_seq: int
+    new_token: int
+    cached_token: int | None = None
+    running_req: int | None = None
+    queue_req: int | None = None
+    pending_token: int | None = None
+    kv: KvUsage = field(default_factory=KvUsage)
+    pd_queues: dict[str, int] = field(default_factory=dict)
+    input_throughput: float | None = None
+    graph: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeBatch:
+    """One ``Decode batch`` line, printed every ``--decode-log-interval`` decode steps.
+
+    Sources: the untitled ``#running-req: ...`` line (2024-01..06), ``Decode batch.`` (2024-06 to
+    2025-10-25), ``Decode batch,`` (2025-10-26+), each with an optional `` [iter]``.
+
+    Attributes:
+        running_req: ``#running-req``: the actual decode batch size of the logged step.
+        queue_req: ``#queue-req``.
+        kv: KV-usage fragment.
+        accept_len: ``accept len`` (speculative decoding, 2025-01+): mean committed tokens per
+            request per verify step.
+        accept_rate: ``accept rate`` (2025-10+; semantics changed 2026-04-28).
+        gen_throughput: ``gen throughput (token/s)``.
+        pd_queues: PD-decode queues: ``prealloc`` (``#prealloc-req``), ``transfer``
+            (``#transfer-req``), ``retracted`` (``#retracted-req``).
+        preallocated_usage: ``pre-allocated usage`` ratio (PD decode).
+        graph: value of ``cuda|cpu|npu|musa graph`` (2025-05+), else ``None``.
+    """
+
+    origin: Origin
+    running_req: int
+    queue_req: int | None = None
+    kv: KvUsage = field(default_factory=KvUsage)
+    accept_len: float | None = None
+    accept_rate: float | None = None
+    gen_throughput: float | None = None
+    pd_queues: dict[str, int] = field(default_factory=dict)
+    preallocated_usage: float | None = None
+    graph: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Retraction:
+    """One retraction event: the KV pool ran out and running requests were sent back to the queue.
+
+    Sources: ``decode out of memory happened,`` (2024-01..08), ``Decode out of memory happened.``
+    (2024-08..2025-05), ``KV cache pool is full. Retract requests.`` (2025-05-31+, WARNING since
+    2025-12-24), ``Testing retraction.`` (``SGLANG_TEST_RETRACT``). SGLang Omni prints the same text.
+
+    Attributes:
+        retracted_reqs: ``#retracted_reqs``.
+        new_tokens_gained: ``#new_tokens_gained`` (2025-12-24+): KV slots freed by the retraction.
+        new_token_ratio_before / new_token_ratio_after: the ``#new_token_ratio: a -> b`` values.
+        aborted_retracted_reqs: ``#aborted_retracted_reqs`` (2025-10-01..29).
+    """
+
+    origin: Origin
+    retracted_reqs: int
+    new_tokens_gained: int | None = None
+    new_token_ratio_before: float | None = None
+    new_token_ratio_after: float | None = None
+    aborted_retracted_reqs: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetractAbort:
+    """``retract_decode: aborted last request {rid} due to OOM`` (2026-03-12+, WARNING).
+
+    The only remaining request could not fit and was aborted; its client got HTTP 500. The
+    request id is not kept (it must never become a label).
+    """
+
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """The scheduler's start-up capacity line.
+
+    Source: ``max_total_num_tokens=N, [chunked_prefill_size=C, ]max_prefill_tokens=P,
+    [max_running_requests=R, ]context_len=L[, available_gpu_mem=G GB]`` (2024-06 onwards; the
+    ``[gpu_id=..]`` form in 2024).
+    """
+
+    origin: Origin
+    max_total_num_tokens: int
+    max_running_requests: int | None = None
+    context_len: int | None = None
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerArgs:
+    """The ``server_args=ServerArgs(...)`` start-up dump, reduced to the values the exporter uses.
+
+    Attributes:
+        decode_log_interval: ``decode_log_interval=`` (2024-10-30+): decode steps per Decode line.
+        chunked_prefill_size: ``chunked_prefill_size=`` (None when ``None`` or absent).
+        max_running_requests: ``max_running_requests=`` as configured (None when ``None``).
+    """
+
+    origin: Origin
+    decode_log_interval: int | None = None
+    chunked_prefill_size: int | None = None
+    max_running_requests: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReqTimeStats:
+    """One per-request time-stats line (``--enable-request-time-stats-logging``).
+
+    Sources: ``Req Time Stats(rid=.., input len=.., output len=.., type=..): queue_duration=Xms, ...``
+    (2025-05-12 to 2026-02) and ``ReqTimeStats(rid=.., input_len=.., cached_input_len=..,
+    output_len=..[, attempts=N], type=..): queue_duration=Xms, ...`` (2026-05-06+).
+
+    Attributes:
+        queue_duration: ``queue_duration`` in seconds (printed in ms).
+        input_len / output_len / cached_input_len: token counts where printed.
+        attempts: ``attempts=`` (2026-07-12+): 1 + number of retractions of the request.
+    """
+
+    origin: Origin
+    queue_duration: float
+    input_len: int | None = None
+    output_len: int | None = None
+    cached_input_len: int | None = None
+    attempts: int | None = None
+
+
+Event = PrefillBatch | DecodeBatch | Retraction | RetractAbort | Capacity | ServerArgs | ReqTimeStats
+"""Every event type the parser can return."""
+
+#: Line kinds used as the ``kind`` label of ``sglang_exporter_log_lines_total``.
+KINDS = ("prefill", "decode", "retraction", "retract_abort", "capacity", "server_args",
+         "req_time_stats", "other")

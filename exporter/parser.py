@@ -1,0 +1,486 @@
+"""Parser: one SGLang log line in, one typed event (or nothing) out.
+
+:func:`parse_line` is a pure function. It recognises every scheduler line kind that SGLang printed
+from 2024-01 to mid-2026 (``../shared/notes/sglang-log-format.md``) and that the real logs of
+``../shared/corpus/`` show, under any prefix:
+
+* SGLang's own ``[YYYY-MM-DD HH:MM:SS(.mmm) DPn PPn ATTN_CPn MOE_DPn TPn EPn] `` (tags in any
+  order), the 2024 time-only ``[HH:MM:SS TP0] ``, no prefix at all, a prefix whose leading ``[``
+  was lost, the 2024 inline ``[gpu_id=N] `` / ``[gpu=N] ``;
+* wrapper prefixes before it (a Ray actor tag ``(SGLangEngine pid=N) ``, another framework's
+  ISO-8601/level/logger prefix, a fork's ``DATE TIME LEVEL pid [file:line] ``, SGLang Omni's
+  ``DATE TIME,ms [LEVEL] logger: `` or Python's default ``LEVEL:logger:``) and junk glued before
+  the bracket.
+
+A line whose title is recognised but whose body is damaged (terminal-truncated, spliced by two
+writers, a value that is not a number, a required field missing) yields :class:`Malformed`, which
+the pipeline counts and does not apply: a damaged line must not put wrong numbers into the
+scheduler's story. Nothing here raises on any input, and no regular expression in this module can
+backtrack catastrophically: the body is split with ``str.split``/``str.partition`` and the few
+regexes used are linear (literal anchors, no nested quantifiers).
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass
+
+from .events import (
+    Capacity,
+    DecodeBatch,
+    Event,
+    KvUsage,
+    Origin,
+    PrefillBatch,
+    ReqTimeStats,
+    RetractAbort,
+    Retraction,
+    ServerArgs,
+)
+
+__all__ = ["Malformed", "parse_line", "parse_origin"]
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """A line whose kind was recognised but whose fields could not be read.
+
+    Attributes:
+        kind: The line kind (one of :data:`exporter.events.KINDS` except ``other``).
+        reason: A short human-readable reason, for debug logging.
+    """
+
+    kind: str
+    reason: str
+
+
+_NO_ORIGIN = Origin()
+_RANK_TAG = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)")
+_REPLICA_ORDER = {"PP": 0, "ATTN_CP": 1, "MOE_DP": 2, "TP": 3, "EP": 4}
+_DATETIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
+_TIME_OF_DAY = re.compile(r"(?<!\d)(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?!\d)")
+_ORIGIN_CACHE: dict[str, Origin] = {}
+_ORIGIN_CACHE_MAX = 4096
+
+
+def parse_origin(prefix: str) -> Origin:
+    """Read rank tags and timestamp from the text that precedes a line's message.
+
+    Args:
+        prefix: Everything before the message title, e.g. ``"[2026-07-21 10:00:00 DP3 TP3 EP3] "``
+            or ``"(SGLangEngine pid=1) [2026-03-22 13:53:37 TP0] "``; may be empty or junk.
+
+    Returns:
+        The :class:`Origin`. Rank tags are read from the last ``[...]`` group (or from the text
+        before a ``]`` whose ``[`` was lost); the timestamp from the first date-time in the prefix,
+        else from a time of day. Results are memoised (prefixes repeat within a second).
+    """
+    if not prefix:
+        return _NO_ORIGIN
+    cached = _ORIGIN_CACHE.get(prefix)
+    if cached is not None:
+        return cached
+    dp = "0"
+    replica_tags: list[tuple[int, str]] = []
+    end = prefix.rfind("]")
+    if end >= 0:
+        start = prefix.rfind("[", 0, end) + 1
+        for token in prefix[start:end].split():
+            m = _RANK_TAG.fullmatch(token)
+            if m:
+                if m.group(1) == "DP":
+                    dp = m.group(2)
+                else:
+                    replica_tags.append((_REPLICA_ORDER[m.group(1)], token))
+            elif token.startswith(("gpu_id=", "gpu=")):
+                value = token.partition("=")[2]
+                if value.isdigit():
+                    dp = value
+    replica = " ".join(t for _, t in sorted(replica_tags))
+    log_time: float | None = None
+    tod = False
+    m = _DATETIME.search(prefix)
+    if m:
+        y, mo, d, h, mi, s, frac = m.groups()
+        try:
+            log_time = float(calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s))))
+        except (ValueError, OverflowError):
+            log_time = None
+        if log_time is not None and frac:
+            log_time += int(frac) / 10 ** len(frac)
+    else:
+        m = _TIME_OF_DAY.search(prefix)
+        if m:
+            h, mi, s, frac = m.groups()
+            log_time = int(h) * 3600 + int(mi) * 60 + int(s) + (int(frac) / 10 ** len(frac) if frac else 0.0)
+            tod = True
+    origin = Origin(dp, replica, log_time, tod)
+    if len(_ORIGIN_CACHE) >= _ORIGIN_CACHE_MAX:
+        _ORIGIN_CACHE.clear()
+    _ORIGIN_CACHE[prefix] = origin
+    return origin
+
+
+def _starts_message(line: str, i: int) -> bool:
+    """True when position ``i`` is where a log record's message starts.
+
+    That is the start of the line (after blanks), right after a ``]`` (SGLang's bracket, an inline
+    ``[gpu_id=N]``, a fork's ``[file:line]``), or right after a ``:`` (a logger-name prefix). A title
+    found anywhere else, such as inside a logged request's text, is not a scheduler line.
+    """
+    if i == 0:
+        return True
+    j = i - 1
+    if line[j] == " ":
+        j -= 1
+        while j >= 0 and line[j] == " ":
+            j -= 1
+        if j < 0:
+            return True
+    return line[j] in "]:"
+
+
+class _Damaged(Exception):
+    """Internal: the body could not be read; becomes :class:`Malformed`."""
+
+
+def _split_fields(body: str, sep: str = ", ") -> dict[str, str]:
+    """Split a ``key: value`` body into a dict of raw strings.
+
+    Handles a trailing separator or blank, and the 2025-06/07 SWA form ``#token: full=F, swa=S,
+    token usage: full=A, swa=B`` (normalised to ``#full token``/``#swa token``/``full token
+    usage``/``swa token usage``). Raises :class:`_Damaged` on a part that is not ``key: value``.
+    """
+    body = body.strip().rstrip(",.").rstrip()
+    fields: dict[str, str] = {}
+    sub_base = ""
+    for part in body.split(sep):
+        if not part:
+            continue
+        key, colon, value = part.partition(": ")
+        if colon:
+            if "=" in value and key in ("#token", "token usage"):
+                sub_base = key
+                name, _, value = value.partition("=")
+                key = _sub_key(sub_base, name)
+            else:
+                sub_base = ""
+            fields[key] = value
+            continue
+        name, eq, value = part.partition("=")
+        if eq and sub_base:
+            fields[_sub_key(sub_base, name)] = value
+            continue
+        raise _Damaged(f"field without value: {part[:40]!r}")
+    return fields
+
+
+def _sub_key(base: str, pool: str) -> str:
+    return f"#{pool} token" if base == "#token" else f"{pool} token usage"
+
+
+def _int(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise _Damaged(f"not an integer: {value[:40]!r}") from None
+
+
+def _float(value: str) -> float:
+    value = value.rstrip()
+    if value.endswith("%"):
+        value = value[:-1]
+    try:
+        result = float(value)
+    except ValueError:
+        raise _Damaged(f"not a number: {value[:40]!r}") from None
+    if result != result:  # NaN never comes from SGLang; treat as damage
+        raise _Damaged("NaN")
+    return result
+
+
+def _bool(value: str) -> bool:
+    if value == "True":
+        return True
+    if value == "False":
+        return False
+    raise _Damaged(f"not a boolean: {value[:40]!r}")
+
+
+# Keys of the KV-usage fragment (format notes section 5), shared by Prefill and Decode lines.
+_USAGE_POOL = {
+    "token usage": "kv",
+    "full token usage": "full",
+    "swa token usage": "swa",
+    "mamba usage": "mamba",
+    "gpu token usage": "gpu",
+    "cpu token usage": "cpu",
+}
+_USED_TOKENS = ("#full token", "#token", "#gpu token")
+_GRAPH_KEYS = ("cuda graph", "cpu graph", "npu graph", "musa graph")
+_PREFILL_PD = {
+    "#unbootstrapped-req": "bootstrap",
+    "#prealloc-req": "bootstrap",
+    "#bootstrap-req": "bootstrap",
+    "#transferring-req": "inflight",
+    "#inflight-req": "inflight",
+    "#optimistic-req": "optimistic",
+}
+_DECODE_PD = {"#prealloc-req": "prealloc", "#transfer-req": "transfer", "#retracted-req": "retracted"}
+
+
+def _kv(fields: dict[str, str]) -> KvUsage:
+    pools = {pool: _float(fields[key]) for key, pool in _USAGE_POOL.items() if key in fields}
+    used = None
+    for key in _USED_TOKENS:
+        if key in fields:
+            used = _int(fields[key])
+            break
+    return KvUsage(pools, used)
+
+
+def _graph(fields: dict[str, str]) -> bool | None:
+    for key in _GRAPH_KEYS:
+        if key in fields:
+            return _bool(fields[key])
+    return None
+
+
+def _opt_int(fields: dict[str, str], *keys: str) -> int | None:
+    for key in keys:
+        if key in fields:
+            return _int(fields[key])
+    return None
+
+
+def _opt_float(fields: dict[str, str], key: str) -> float | None:
+    return _float(fields[key]) if key in fields else None
+
+
+def _required(fields: dict[str, str], *keys: str) -> str:
+    for key in keys:
+        if key in fields:
+            return fields[key]
+    raise _Damaged(f"missing {keys[0]}")
+
+
+def _skip_title_tail(line: str, j: int) -> int:
+    """Skip an optional `` [iter]`` and the ``.``/``,`` separator after a batch title."""
+    n = len(line)
+    if line.startswith(" [", j):
+        k = line.find("]", j + 2)
+        if k > 0 and line[j + 2:k].isdigit():
+            j = k + 1
+    if j < n and line[j] in ".,":
+        j += 1
+    return j
+
+
+def _prefill(line: str, start: int, j: int, period_body: bool = False) -> Event | Malformed:
+    origin = parse_origin(line[:start])
+    mixed_running: int | None = None
+    if line.startswith("(mixed #running-req: ", j):
+        k = line.find(")", j)
+        if k < 0:
+            return Malformed("prefill", "unclosed mixed title")
+        try:
+            mixed_running = _int(line[j + 21:k])
+        except _Damaged as exc:
+            return Malformed("prefill", str(exc))
+        j = k + 1
+    j = _skip_title_tail(line, j)
+    try:
+        fields = _split_fields(line[j:], ". " if period_body else ", ")
+        pd = {name: _int(fields[key]) for key, name in _PREFILL_PD.items() if key in fields}
+        running = _opt_int(fields, "#running-req", "#running_req")
+        return PrefillBatch(
+            origin=origin,
+            new_seq=_int(_required(fields, "#new-seq", "#seq")),
+            new_token=_int(_required(fields, "#new-token", "#new_token")),
+            cached_token=_opt_int(fields, "#cached-token", "#cached_token"),
+            running_req=running if running is not None else mixed_running,
+            queue_req=_opt_int(fields, "#queue-req", "#remaining_req"),
+            pending_token=_opt_int(fields, "#pending-token"),
+            kv=_kv(fields),
+            pd_queues=pd,
+            input_throughput=_opt_float(fields, "input throughput (token/s)"),
+            graph=_graph(fields),
+        )
+    except _Damaged as exc:
+        return Malformed("prefill", str(exc))
+
+
+def _decode(line: str, start: int, j: int) -> Event | Malformed:
+    origin = parse_origin(line[:start])
+    j = _skip_title_tail(line, j)
+    try:
+        fields = _split_fields(line[j:])
+        return DecodeBatch(
+            origin=origin,
+            running_req=_int(_required(fields, "#running-req")),
+            queue_req=_opt_int(fields, "#queue-req"),
+            kv=_kv(fields),
+            accept_len=_opt_float(fields, "accept len"),
+            accept_rate=_opt_float(fields, "accept rate"),
+            gen_throughput=_opt_float(fields, "gen throughput (token/s)"),
+            pd_queues={name: _int(fields[key]) for key, name in _DECODE_PD.items() if key in fields},
+            preallocated_usage=_opt_float(fields, "pre-allocated usage"),
+            graph=_graph(fields),
+        )
+    except _Damaged as exc:
+        return Malformed("decode", str(exc))
+
+
+def _retraction(line: str, start: int, j: int) -> Event | Malformed:
+    origin = parse_origin(line[:start])
+    try:
+        fields = _split_fields(line[j:])
+        before = after = None
+        ratio = fields.get("#new_token_ratio")
+        if ratio is not None:
+            a, arrow, b = ratio.partition(" -> ")
+            if not arrow:
+                raise _Damaged(f"bad #new_token_ratio: {ratio[:40]!r}")
+            before, after = _float(a), _float(b)
+        return Retraction(
+            origin=origin,
+            retracted_reqs=_int(_required(fields, "#retracted_reqs")),
+            new_tokens_gained=_opt_int(fields, "#new_tokens_gained"),
+            new_token_ratio_before=before,
+            new_token_ratio_after=after,
+            aborted_retracted_reqs=_opt_int(fields, "#aborted_retracted_reqs"),
+        )
+    except _Damaged as exc:
+        return Malformed("retraction", str(exc))
+
+
+def _capacity(line: str, start: int) -> Event | Malformed:
+    origin = parse_origin(line[:start])
+    values: dict[str, str] = {}
+    for part in line[start:].rstrip().split(", "):
+        key, eq, value = part.partition("=")
+        if eq:
+            values[key] = value
+    try:
+        return Capacity(
+            origin=origin,
+            max_total_num_tokens=_int(values.get("max_total_num_tokens", "")),
+            max_running_requests=_opt_int(values, "max_running_requests"),
+            context_len=_opt_int(values, "context_len"),
+            chunked_prefill_size=_opt_int(values, "chunked_prefill_size"),
+            max_prefill_tokens=_opt_int(values, "max_prefill_tokens"),
+        )
+    except _Damaged as exc:
+        return Malformed("capacity", str(exc))
+
+
+_SERVER_ARG = {
+    name: re.compile(rf"(?<![\w.]){name}=(-?\d+|None)")
+    for name in ("decode_log_interval", "chunked_prefill_size", "max_running_requests")
+}
+
+
+def _server_args(line: str, start: int) -> Event | Malformed:
+    body = line[start:]
+    values: dict[str, int | None] = {}
+    for name, pattern in _SERVER_ARG.items():
+        m = pattern.search(body)
+        if m and m.group(1) != "None":
+            values[name] = int(m.group(1))
+    interval = values.get("decode_log_interval")
+    if interval is not None and interval <= 0:
+        return Malformed("server_args", f"decode_log_interval={interval}")
+    chunk = values.get("chunked_prefill_size")
+    return ServerArgs(
+        origin=parse_origin(line[:start]),
+        decode_log_interval=interval,
+        chunked_prefill_size=chunk if chunk is not None and chunk > 0 else None,
+        max_running_requests=values.get("max_running_requests"),
+    )
+
+
+_QUEUE_DURATION = re.compile(r"(?<![\w(])queue_duration=(-?\d+(?:\.\d+)?)ms")
+_REQ_INT = {
+    "input_len": re.compile(r"[(, ]input[ _]len=(\d+)"),
+    "output_len": re.compile(r"[(, ]output[ _]len=(\d+)"),
+    "cached_input_len": re.compile(r"[(, ]cached_input_len=(\d+)"),
+    "attempts": re.compile(r"[(, ]attempts=(\d+)"),
+}
+
+
+def _req_time_stats(line: str, start: int, head_end: int) -> Event | Malformed:
+    body = line[start:]
+    m = _QUEUE_DURATION.search(body)
+    if not m:
+        return Malformed("req_time_stats", "no queue_duration")
+    head = line[start:head_end] if head_end > start else body
+    ints: dict[str, int | None] = {}
+    for name, pattern in _REQ_INT.items():
+        hit = pattern.search(head)
+        ints[name] = int(hit.group(1)) if hit else None
+    return ReqTimeStats(
+        origin=parse_origin(line[:start]),
+        queue_duration=float(m.group(1)) / 1000.0,
+        **ints,
+    )
+
+
+def parse_line(line: str) -> Event | Malformed | None:
+    """Turn one log line into a typed event.
+
+    Args:
+        line: One line of text without its line terminator (a trailing ``\\r`` or blanks are fine).
+
+    Returns:
+        An event from :mod:`exporter.events` for a scheduler line; :class:`Malformed` when the line
+        is of a known kind but damaged; ``None`` for every other line (access logs, start-up chatter,
+        tracebacks, progress bars). Never raises.
+    """
+    try:
+        return _parse(line)
+    except Exception as exc:  # pragma: no cover - defence in depth; every known path is handled
+        return Malformed("other", f"parser error: {type(exc).__name__}")
+
+
+def _parse(line: str) -> Event | Malformed | None:
+    i = line.find("Decode batch")
+    if i >= 0 and _starts_message(line, i):
+        return _decode(line, i, i + 12)
+    i = line.find("Prefill batch")
+    if i >= 0 and _starts_message(line, i):
+        return _prefill(line, i, i + 13)
+    i = line.find("KV cache pool is full. Retract requests.")
+    if i >= 0 and _starts_message(line, i):
+        return _retraction(line, i, i + 40)
+    i = line.find("ecode out of memory happened")
+    if i > 0 and line[i - 1] in "Dd" and _starts_message(line, i - 1):
+        return _retraction(line, i - 1, _skip_title_tail(line, i + 28))
+    i = line.find("Testing retraction.")
+    if i >= 0 and _starts_message(line, i):
+        return _retraction(line, i, i + 19)
+    i = line.find("retract_decode: aborted last request")
+    if i >= 0 and _starts_message(line, i):
+        return RetractAbort(parse_origin(line[:i]))
+    i = line.find("max_total_num_tokens=")
+    if i >= 0 and _starts_message(line, i):
+        return _capacity(line, i)
+    i = line.find("server_args=")
+    if i >= 0 and _starts_message(line, i):
+        return _server_args(line, i)
+    i = line.find("Time Stats(")
+    if i >= 4 and line.startswith("Req ", i - 4) and _starts_message(line, i - 4):
+        return _req_time_stats(line, i - 4, line.find("):", i))
+    i = line.find("ReqTimeStats(")
+    if i >= 0 and _starts_message(line, i):
+        return _req_time_stats(line, i, line.find("):", i))
+    i = line.find("Prefil batch")
+    if i >= 0 and _starts_message(line, i):
+        return _prefill(line, i, i + 12)
+    i = line.find("new fill batch")
+    if i >= 0 and _starts_message(line, i):
+        return _prefill(line, i, i + 14, period_body=True)
+    i = line.find("#running-req: ")
+    if i >= 0 and _starts_message(line, i):
+        return _decode(line, i, i)
+    return None

@@ -1,0 +1,113 @@
+"""Pipeline: lines from the tailer -> parser -> scheduler state, with the exporter's own counts.
+
+One :class:`Pipeline` is shared by the tailer thread (which feeds lines) and the HTTP threads (whose
+collectors read it under :attr:`Pipeline.lock`). Parsing happens outside the lock; applying events
+and reading a snapshot happen inside it, so a scrape never sees half of a batch of lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .events import KINDS, Capacity, DecodeBatch, PrefillBatch, ReqTimeStats, RetractAbort, Retraction, ServerArgs
+from .parser import Malformed, parse_line
+from .state import SchedulerStates
+
+log = logging.getLogger(__name__)
+
+#: Line kind of each event type (the ``kind`` label of ``sglang_exporter_log_lines_total``).
+KIND_OF = {
+    PrefillBatch: "prefill",
+    DecodeBatch: "decode",
+    Retraction: "retraction",
+    RetractAbort: "retract_abort",
+    Capacity: "capacity",
+    ServerArgs: "server_args",
+    ReqTimeStats: "req_time_stats",
+}
+
+
+@dataclass(slots=True)
+class FileStats:
+    """What the tailer has done with one followed path (written by the tailer thread only).
+
+    Attributes:
+        path: The path as configured.
+        opens: Times the file was opened.
+        bytes_read: Bytes read from it.
+        present: Whether the path existed at the last check.
+        oversized_lines: Lines dropped for exceeding the line-length cap.
+    """
+
+    path: str
+    opens: int = 0
+    bytes_read: int = 0
+    present: bool = False
+    oversized_lines: int = 0
+
+
+class Pipeline:
+    """Feeds lines through the parser into :class:`~exporter.state.SchedulerStates`.
+
+    Args:
+        states: The scheduler state to update.
+        clock: Wall-clock source in seconds since the epoch (tests inject one).
+
+    Attributes:
+        lock: Held while applying events and while a collector takes its snapshot.
+        lines: Count of lines per ``(kind, result)``, result in ``parsed``/``ignored``/``malformed``.
+        files: :class:`FileStats` per followed path.
+        last_line_wall: Wall-clock time of the latest line fed, or ``None``.
+    """
+
+    def __init__(self, states: SchedulerStates, clock=time.time):
+        self.states = states
+        self.lock = threading.Lock()
+        self.lines: Counter[tuple[str, str]] = Counter()
+        for kind in KINDS:
+            if kind == "other":
+                self.lines[(kind, "ignored")] = 0
+            else:
+                self.lines[(kind, "parsed")] = 0
+                self.lines[(kind, "malformed")] = 0
+        self.files: dict[str, FileStats] = {}
+        self.last_line_wall: float | None = None
+        self._clock = clock
+
+    def register_file(self, path: str) -> FileStats:
+        """Create (or return) the :class:`FileStats` for a followed path."""
+        with self.lock:
+            stats = self.files.get(path)
+            if stats is None:
+                stats = self.files[path] = FileStats(path)
+            return stats
+
+    def feed(self, lines: Iterable[str]) -> int:
+        """Parse and apply complete lines (without their terminators).
+
+        Returns:
+            The number of lines fed. Never raises on line content.
+        """
+        parsed = [parse_line(line) for line in lines]
+        if not parsed:
+            return 0
+        wall = self._clock()
+        counts = self.lines
+        with self.lock:
+            apply = self.states.apply
+            for ev in parsed:
+                if ev is None:
+                    counts[("other", "ignored")] += 1
+                elif type(ev) is Malformed:
+                    counts[(ev.kind, "malformed")] += 1
+                    log.debug("malformed %s line: %s", ev.kind, ev.reason)
+                else:
+                    apply(ev, wall)
+                    counts[(KIND_OF[type(ev)], "parsed")] += 1
+            self.last_line_wall = wall
+        return len(parsed)

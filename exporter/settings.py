@@ -1,0 +1,218 @@
+"""Settings: command-line flags, ``SGLANG_EXPORTER_*`` environment variables and a TOML file.
+
+Precedence, highest first: command line, environment, config file (``--config.file``), defaults.
+Every setting has one dotted name used everywhere::
+
+    --log.path            SGLANG_EXPORTER_LOG__PATH            [log] path = "..."
+    --web.listen-address  SGLANG_EXPORTER_WEB__LISTEN_ADDRESS  [web] listen_address = "..."
+
+A bad value raises :class:`SettingsError`, whose message names the setting; the command turns it
+into exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    CliApp,
+    CliImplicitFlag,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError as _PydanticSettingsError,
+)
+
+ENV_PREFIX = "SGLANG_EXPORTER_"
+#: Default port: outside the 9100-9999 exporter registry range, not dcgm-exporter's 9400, not
+#: SGLang's 30000 nor torch's 29400/29500, and below Linux's ephemeral range.
+DEFAULT_PORT = 18400
+
+
+class SettingsError(Exception):
+    """A setting has a bad value. ``str()`` names the setting, its flag and its variable."""
+
+
+class LogSettings(BaseModel):
+    """``--log.*``: the SGLang log to follow, and the exporter's own logging."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str | None = Field(
+        None, description="SGLang server log file to follow (the scheduler's output; may not exist yet). "
+        "Required unless --demo.")
+    from_beginning: CliImplicitFlag[bool] = Field(
+        False, description="Read an existing log from its first line at start-up. By default the exporter "
+        "starts at the end of the file, so a restarted exporter never counts a line twice.")
+    poll_interval: float = Field(
+        1.0, gt=0, le=60, description="Seconds between checks of the file when no file event arrives.")
+    watch_mode: Literal["inotify", "poll"] = Field(
+        "inotify", description="How changes are noticed: inotify (file events, plus the poll timer) or poll "
+        "(timer only; use on NFS, CIFS and some overlay mounts).")
+    max_line_bytes: int = Field(
+        1 << 20, ge=1024, description="Longest log line kept; longer lines are dropped and counted.")
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Level of the exporter's own logging (debug shows each malformed line).")
+
+
+class WebSettings(BaseModel):
+    """``--web.*``: the HTTP endpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    listen_address: str = Field(
+        f":{DEFAULT_PORT}", description=f"HOST:PORT to serve on; ':{DEFAULT_PORT}' listens on every "
+        "interface, '127.0.0.1:0' picks a free loopback port, '[::1]:PORT' for IPv6.")
+    telemetry_path: str = Field("/metrics", description="Path under which metrics are served.")
+
+    @field_validator("listen_address")
+    @classmethod
+    def _check_address(cls, value: str) -> str:
+        parse_listen_address(value)
+        return value
+
+    @field_validator("telemetry_path")
+    @classmethod
+    def _check_path(cls, value: str) -> str:
+        if not value.startswith("/") or value in ("/", "/healthz") or any(c.isspace() for c in value):
+            raise ValueError("must be a path starting with '/', other than '/' and '/healthz'")
+        return value
+
+
+class SglangSettings(BaseModel):
+    """``--sglang.*``: facts about the SGLang server that its log may not state."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decode_log_interval: int = Field(
+        40, ge=1, le=100000, description="Decode steps per 'Decode batch' line (SGLang's "
+        "--decode-log-interval). A decode_log_interval= value in the log's server_args line wins.")
+    idle_after: float = Field(
+        60.0, gt=0, description="Seconds without a Prefill/Decode line after which a scheduler's "
+        "latest-line gauges (running, queue, KV usage, ...) are no longer exported: SGLang prints "
+        "nothing while idle, so the last values would be stale.")
+
+
+class ConfigSettings(BaseModel):
+    """``--config.file``: where more settings come from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    file: str | None = Field(
+        None, description="TOML file with these settings in tables, e.g. '[log]' then 'path = "
+        "\"/logs/sglang.log\"'. Flags and environment variables win over it.")
+
+
+class Settings(BaseSettings):
+    """Prometheus exporter for SGLang: reads the server's scheduler log (batch sizes, queue, KV-cache
+    usage, retractions) and serves it as metrics. Each flag can also be set by an environment variable
+    SGLANG_EXPORTER_<GROUP>__<NAME> (e.g. SGLANG_EXPORTER_LOG__PATH) or in the TOML file of
+    --config.file. Exit codes: 0 done, 1 runtime failure, 2 bad setting."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        nested_model_default_partial_update=True,
+        extra="forbid",
+        cli_prog_name="sglang-exporter",
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+        cli_avoid_json=True,
+        cli_exit_on_error=True,
+    )
+
+    config: ConfigSettings = ConfigSettings()
+    log: LogSettings = LogSettings()
+    web: WebSettings = WebSettings()
+    sglang: SglangSettings = SglangSettings()
+    one_shot: CliImplicitFlag[bool] = Field(
+        False, description="Read --log.path from its beginning to its end, print every metric in the "
+        "Prometheus text format to stdout and exit 0. No HTTP server.")
+    demo: CliImplicitFlag[bool] = Field(
+        False, description="Replay the bundled sample log (real SGLang lines) into a temporary file at "
+        "its recorded pace, in a loop, and serve live metrics from it. No GPU or SGLang needed.")
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
+                                   file_secret_settings):
+        return (init_settings, env_settings, _config_file_source(settings_cls))
+
+
+_CONFIG_FILE: Path | None = None
+
+
+def _config_file_source(settings_cls) -> PydanticBaseSettingsSource:
+    data: dict[str, Any] = {}
+    if _CONFIG_FILE is not None:
+        try:
+            with open(_CONFIG_FILE, "rb") as f:
+                data = tomllib.load(f)
+        except OSError as exc:
+            raise SettingsError(f"setting config.file (--config.file): cannot read {_CONFIG_FILE}: "
+                                f"{exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"setting config.file (--config.file): {_CONFIG_FILE} is not valid TOML: "
+                                f"{exc}") from None
+    return InitSettingsSource(settings_cls, init_kwargs=data)
+
+
+def parse_listen_address(value: str) -> tuple[str, int]:
+    """Split ``HOST:PORT`` (``[V6]:PORT``, ``:PORT`` for all interfaces) into host and port.
+
+    Raises:
+        ValueError: when the value is not of that form or the port is outside 0..65535.
+    """
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"must be HOST:PORT with a port 0..65535, got {value!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"IPv6 hosts go in brackets, e.g. [::1]:{port}; got {value!r}")
+    return host, int(port)
+
+
+def _names(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if isinstance(p, str)]
+    dotted = ".".join(p.replace("_", "-") for p in parts)
+    env = ENV_PREFIX + "__".join(p.upper() for p in parts)
+    return f"{'.'.join(parts) or 'settings'} (--{dotted}, {env})"
+
+
+def load_settings(argv: list[str] | None = None) -> Settings:
+    """Build :class:`Settings` from ``argv`` (default ``sys.argv[1:]``), the environment and the file.
+
+    ``--help`` prints the help and exits 0; an unknown flag exits 2 (argparse).
+
+    Raises:
+        SettingsError: a value is invalid; the message names the setting.
+    """
+    global _CONFIG_FILE
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config.file", dest="config_file")
+    known, _ = pre.parse_known_args(args)
+    config_file = known.config_file or os.environ.get(ENV_PREFIX + "CONFIG__FILE")
+    _CONFIG_FILE = Path(config_file) if config_file else None
+    try:
+        return CliApp.run(Settings, cli_args=args)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            msg = err.get("msg", "invalid value").removeprefix("Value error, ")
+            got = "" if "got" in msg else f" (got {err.get('input')!r})"
+            problems.append(f"setting {_names(tuple(err.get('loc', ())))}: {msg}{got}")
+        raise SettingsError("; ".join(problems)) from None
+    except _PydanticSettingsError as exc:
+        raise SettingsError(f"settings: {exc}") from None
+    finally:
+        _CONFIG_FILE = None
+

@@ -1,0 +1,358 @@
+"""Scheduler state: applies parsed events to counters, histograms and last-seen gauges.
+
+No Prometheus imports here: :mod:`exporter.collector` reads a snapshot of this state at scrape
+time. Not thread-safe by itself; :class:`exporter.pipeline.Pipeline` serialises access.
+
+The counting rule (the scheduler's story must not be inflated by replicas):
+
+* A scheduler is identified by its DP rank (``Origin.dp_rank``, ``"0"`` without a DP tag).
+* Every other rank tag (PP, ATTN_CP, MOE_DP, TP, EP) marks a *replica* of that scheduler that prints
+  the same lines: SGLang prints retraction lines on every TP rank, and stats lines on every pipeline
+  stage and context-parallel rank.
+* Each counter and histogram bucket of a scheduler is the **maximum over its replicas** of that
+  replica's own cumulative value. A retraction printed by 8 TP ranks counts once, and a sidecar that
+  sees only ranks 8-15 of a 16-rank group still counts right.
+* Gauges take the latest line of any replica.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left
+from dataclasses import dataclass, field
+
+from .events import (
+    Capacity,
+    DecodeBatch,
+    Event,
+    Origin,
+    PrefillBatch,
+    ReqTimeStats,
+    RetractAbort,
+    Retraction,
+    ServerArgs,
+)
+
+#: ``sglang_scheduler_batch_size`` buckets: powers of two and halfway points over 1..1024.
+BATCH_SIZE_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+#: KV-usage ratio buckets, finer near saturation.
+KV_USAGE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1.0)
+#: Tokens per prefill batch (``#new-token``).
+PREFILL_TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+#: Queue wait in seconds, 1 ms .. 10 min.
+QUEUE_WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                      30.0, 60.0, 120.0, 300.0, 600.0)
+
+#: Longest gap between two samples of ``#queue-req`` that the time-weighted queue integral trusts.
+#: SGLang prints nothing while idle, so a longer silence is idle time (or a stall that the
+#: staleness alert reports), not "the last queue length held all along".
+QUEUE_SAMPLE_MAX_GAP_SECONDS = 60.0
+
+DEFAULT_DECODE_LOG_INTERVAL = 40
+
+
+class Histogram:
+    """A classic histogram's data: non-cumulative bucket counts, sum and count.
+
+    Args:
+        bounds: Upper bounds (``le``), strictly increasing; a ``+Inf`` bucket is implied.
+    """
+
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, bounds: tuple[float, ...]):
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        """Add one observation (``le`` semantics: a value equal to a bound falls in that bucket)."""
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    def cumulative(self) -> list[int]:
+        """Cumulative counts per bound, ``+Inf`` last (its value is the observation count)."""
+        out, running = [], 0
+        for c in self.counts:
+            running += c
+            out.append(running)
+        return out
+
+
+@dataclass(slots=True)
+class ReplicaCounters:
+    """One replica's own cumulative counters and histograms (see the module docstring).
+
+    Counter units: batches, steps, events, requests and tokens are counts; ``queue_request_seconds``
+    is request-seconds (the integral of ``#queue-req`` over time).
+    """
+
+    prefill_batches: int = 0
+    decode_lines: int = 0
+    decode_steps: int = 0
+    retractions: int = 0
+    retracted_requests: int = 0
+    retract_aborts: int = 0
+    retraction_freed_tokens: int = 0
+    recomputed_tokens_gained: float = 0.0
+    recomputed_tokens_estimated: float = 0.0
+    prefill_computed_tokens: int = 0
+    prefill_cached_tokens: int = 0
+    decode_tokens: float = 0.0
+    admitted_requests: int = 0
+    queue_request_seconds: float = 0.0
+    batch_size_prefill: Histogram = field(default_factory=lambda: Histogram(BATCH_SIZE_BUCKETS))
+    batch_size_decode: Histogram = field(default_factory=lambda: Histogram(BATCH_SIZE_BUCKETS))
+    kv_usage_prefill: Histogram = field(default_factory=lambda: Histogram(KV_USAGE_BUCKETS))
+    kv_usage_decode: Histogram = field(default_factory=lambda: Histogram(KV_USAGE_BUCKETS))
+    prefill_tokens: Histogram = field(default_factory=lambda: Histogram(PREFILL_TOKEN_BUCKETS))
+    queue_wait: Histogram = field(default_factory=lambda: Histogram(QUEUE_WAIT_BUCKETS))
+    # Integration state of the time-weighted queue counter.
+    last_queue: int | None = None
+    last_queue_time: float | None = None
+    last_queue_clock: str = ""
+    # Whether the previous Prefill batch of this replica ended in a chunk (its last request continues).
+    prev_prefill_chunked: bool = False
+
+
+#: Counter attributes of :class:`ReplicaCounters`, in exposition order.
+COUNTER_FIELDS = (
+    "prefill_batches", "decode_lines", "decode_steps", "retractions", "retracted_requests",
+    "retract_aborts", "retraction_freed_tokens", "recomputed_tokens_gained",
+    "recomputed_tokens_estimated", "prefill_computed_tokens", "prefill_cached_tokens",
+    "decode_tokens", "admitted_requests", "queue_request_seconds",
+)
+#: Histogram attributes of :class:`ReplicaCounters`.
+HISTOGRAM_FIELDS = ("batch_size_prefill", "batch_size_decode", "kv_usage_prefill", "kv_usage_decode",
+                    "prefill_tokens", "queue_wait")
+
+
+@dataclass(slots=True)
+class SchedulerState:
+    """State of one scheduler (one DP rank).
+
+    Attributes:
+        replicas: Per-replica counters, keyed by ``Origin.replica``.
+        gauges: Latest value per gauge name from the latest stats line of any replica.
+        kv_pools: Latest ``token usage`` per pool (``kv``, ``full``, ``swa``, ``mamba``, ``gpu``, ``cpu``).
+        pd_queues: Latest PD queue lengths by queue name.
+        capacity: The scheduler's own start-up capacity line, if it printed one.
+        mean_tokens_per_running_req: ``#token / #running-req`` of the latest Decode line: the basis of
+            the recompute estimate for retraction lines without ``#new_tokens_gained``.
+        last_stats_wall: Wall-clock time (s since epoch) the latest Prefill/Decode line was read.
+    """
+
+    replicas: dict[str, ReplicaCounters] = field(default_factory=dict)
+    gauges: dict[str, float] = field(default_factory=dict)
+    kv_pools: dict[str, float] = field(default_factory=dict)
+    pd_queues: dict[str, float] = field(default_factory=dict)
+    capacity: Capacity | None = None
+    mean_tokens_per_running_req: float | None = None
+    last_stats_wall: float | None = None
+
+    def replica(self, key: str) -> ReplicaCounters:
+        r = self.replicas.get(key)
+        if r is None:
+            r = self.replicas[key] = ReplicaCounters()
+        return r
+
+    def counter(self, name: str) -> float:
+        """A counter's value for the scheduler: the maximum over replicas."""
+        return max((getattr(r, name) for r in self.replicas.values()), default=0)
+
+    def histogram(self, name: str) -> tuple[tuple[float, ...], list[int], float]:
+        """A histogram for the scheduler: per-bucket maximum over replicas of cumulative counts.
+
+        Returns:
+            ``(bounds, cumulative_counts_with_inf_last, sum)``; ``sum`` is the maximum of the
+            replicas' sums.
+        """
+        hists = [getattr(r, name) for r in self.replicas.values()]
+        bounds = hists[0].bounds if hists else ()
+        best = [0] * (len(bounds) + 1)
+        total = 0.0
+        for h in hists:
+            for i, c in enumerate(h.cumulative()):
+                if c > best[i]:
+                    best[i] = c
+            total = max(total, h.total)
+        return bounds, best, total
+
+
+class SchedulerStates:
+    """All schedulers seen in the log, plus server-wide settings read from start-up lines.
+
+    Args:
+        decode_log_interval: Decode steps per Decode line when the log has no ``server_args`` line
+            (``--sglang.decode-log-interval``); a ``decode_log_interval=`` in ``server_args`` wins.
+        clock: Wall-clock source (seconds since epoch), injectable for tests.
+    """
+
+    def __init__(self, decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL, clock=time.time):
+        self.schedulers: dict[str, SchedulerState] = {}
+        self.configured_decode_log_interval = decode_log_interval
+        self.server_args: ServerArgs | None = None
+        self.capacity: Capacity | None = None
+        self._clock = clock
+
+    @property
+    def decode_log_interval(self) -> int:
+        """Decode steps per Decode line in effect: ``server_args`` value, else the setting."""
+        sa = self.server_args
+        if sa is not None and sa.decode_log_interval:
+            return sa.decode_log_interval
+        return self.configured_decode_log_interval
+
+    def chunked_prefill_size(self, sched: SchedulerState) -> int | None:
+        """``chunked_prefill_size`` from the capacity line, else ``server_args``; None if unknown."""
+        for cap in (sched.capacity, self.capacity):
+            if cap is not None and cap.chunked_prefill_size and cap.chunked_prefill_size > 0:
+                return cap.chunked_prefill_size
+        sa = self.server_args
+        return sa.chunked_prefill_size if sa is not None else None
+
+    def scheduler(self, dp_rank: str) -> SchedulerState:
+        s = self.schedulers.get(dp_rank)
+        if s is None:
+            s = self.schedulers[dp_rank] = SchedulerState()
+        return s
+
+    def effective_capacity(self, sched: SchedulerState) -> Capacity | None:
+        """The scheduler's own capacity line, else the latest one of any scheduler.
+
+        With DP attention only TP0 (of DP0) prints it, yet every DP rank has the same capacity.
+        """
+        return sched.capacity or self.capacity
+
+    def apply(self, event: Event, wall: float | None = None) -> None:
+        """Apply one event.
+
+        Args:
+            event: A parsed event (never :class:`~exporter.parser.Malformed`).
+            wall: Wall-clock time the line was read; defaults to the clock.
+        """
+        if wall is None:
+            wall = self._clock()
+        kind = type(event)
+        if kind is DecodeBatch:
+            self._decode(event, wall)
+        elif kind is PrefillBatch:
+            self._prefill(event, wall)
+        elif kind is Retraction:
+            self._retraction(event)
+        elif kind is Capacity:
+            self.capacity = event
+            self.scheduler(event.origin.dp_rank).capacity = event
+        elif kind is ServerArgs:
+            self.server_args = event
+        elif kind is ReqTimeStats:
+            if event.queue_duration >= 0:
+                s = self.scheduler(event.origin.dp_rank)
+                s.replica(event.origin.replica).queue_wait.observe(event.queue_duration)
+        elif kind is RetractAbort:
+            self.scheduler(event.origin.dp_rank).replica(event.origin.replica).retract_aborts += 1
+
+    # -- per kind -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _integrate_queue(r: ReplicaCounters, origin: Origin, queue: int | None, wall: float) -> None:
+        """Advance the time-weighted ``#queue-req`` integral (Little's law numerator).
+
+        Time is the line's own timestamp when it has one (so replays of a recorded log integrate
+        over the log's time), else the wall-clock read time. A backwards step or a gap longer than
+        :data:`QUEUE_SAMPLE_MAX_GAP_SECONDS` adds nothing beyond the cap.
+        """
+        if queue is None:
+            return
+        if origin.log_time is not None:
+            t, clock = origin.log_time, ("tod" if origin.time_of_day_only else "log")
+        else:
+            t, clock = wall, "wall"
+        if r.last_queue is not None and r.last_queue_clock == clock and r.last_queue_time is not None:
+            dt = t - r.last_queue_time
+            if clock == "tod" and dt < -43200:
+                dt += 86400  # midnight wrap of a time-only prefix
+            if dt > 0:
+                r.queue_request_seconds += r.last_queue * min(dt, QUEUE_SAMPLE_MAX_GAP_SECONDS)
+        r.last_queue, r.last_queue_time, r.last_queue_clock = queue, t, clock
+
+    def _stats_gauges(self, s: SchedulerState, ev: PrefillBatch | DecodeBatch, wall: float) -> None:
+        g = s.gauges
+        if ev.running_req is not None:
+            g["running_requests"] = ev.running_req
+        if ev.queue_req is not None:
+            g["queue_requests"] = ev.queue_req
+        kv = ev.kv
+        if kv.pools:
+            s.kv_pools.update(kv.pools)
+            top = kv.max_device_ratio
+            if top is not None:
+                g["kv_usage_ratio"] = top
+        if kv.used_tokens is not None:
+            g["kv_used_tokens"] = kv.used_tokens
+        if ev.pd_queues:
+            s.pd_queues.update(ev.pd_queues)
+        s.last_stats_wall = wall
+
+    def _decode(self, ev: DecodeBatch, wall: float) -> None:
+        s = self.scheduler(ev.origin.dp_rank)
+        r = s.replica(ev.origin.replica)
+        interval = self.decode_log_interval
+        running = ev.running_req
+        r.decode_lines += 1
+        r.decode_steps += interval
+        r.batch_size_decode.observe(running)
+        r.decode_tokens += running * interval * (ev.accept_len if ev.accept_len else 1.0)
+        top = ev.kv.max_device_ratio
+        if top is not None:
+            r.kv_usage_decode.observe(top)
+        self._integrate_queue(r, ev.origin, ev.queue_req, wall)
+        self._stats_gauges(s, ev, wall)
+        g = s.gauges
+        if ev.gen_throughput is not None:
+            g["gen_throughput"] = ev.gen_throughput
+        if ev.accept_len is not None:
+            g["spec_accept_length"] = ev.accept_len
+        if ev.accept_rate is not None:
+            g["spec_accept_rate"] = ev.accept_rate
+        if ev.preallocated_usage is not None:
+            g["pd_preallocated_usage_ratio"] = ev.preallocated_usage
+        if ev.kv.used_tokens is not None and running > 0:
+            s.mean_tokens_per_running_req = ev.kv.used_tokens / running
+
+    def _prefill(self, ev: PrefillBatch, wall: float) -> None:
+        s = self.scheduler(ev.origin.dp_rank)
+        r = s.replica(ev.origin.replica)
+        r.prefill_batches += 1
+        r.batch_size_prefill.observe(ev.new_seq)
+        r.prefill_tokens.observe(ev.new_token)
+        r.prefill_computed_tokens += ev.new_token
+        if ev.cached_token:
+            r.prefill_cached_tokens += ev.cached_token
+        # #new-seq counts a continuing chunk of a chunked prefill again; it left the queue earlier.
+        r.admitted_requests += max(ev.new_seq - (1 if r.prev_prefill_chunked else 0), 0)
+        chunk = self.chunked_prefill_size(s)
+        r.prev_prefill_chunked = chunk is not None and ev.new_token >= chunk
+        top = ev.kv.max_device_ratio
+        if top is not None:
+            r.kv_usage_prefill.observe(top)
+        self._integrate_queue(r, ev.origin, ev.queue_req, wall)
+        self._stats_gauges(s, ev, wall)
+        g = s.gauges
+        if ev.pending_token is not None:
+            g["pending_tokens"] = ev.pending_token
+        if ev.input_throughput is not None:
+            g["input_throughput"] = ev.input_throughput
+
+    def _retraction(self, ev: Retraction) -> None:
+        s = self.scheduler(ev.origin.dp_rank)
+        r = s.replica(ev.origin.replica)
+        r.retractions += 1
+        r.retracted_requests += ev.retracted_reqs
+        if ev.new_tokens_gained is not None:
+            r.retraction_freed_tokens += ev.new_tokens_gained
+            r.recomputed_tokens_gained += ev.new_tokens_gained
+        elif s.mean_tokens_per_running_req is not None:
+            r.recomputed_tokens_estimated += ev.retracted_reqs * s.mean_tokens_per_running_req
+        if ev.new_token_ratio_after is not None:
+            s.gauges["new_token_ratio"] = ev.new_token_ratio_after
