@@ -1,0 +1,55 @@
+"""Shared test helpers: where the real corpus is, real promtool, and reading exposition text."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The shared material lives beside the checkout (``../shared``), in CI too.
+SHARED = ROOT.parent / "shared"
+CORPUS = SHARED / "corpus"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def corpus_files() -> list[Path]:
+    """Every real log of the shared corpus (fails loudly when the corpus is missing)."""
+    files = sorted(CORPUS.glob("*.log"))
+    if not files:
+        pytest.fail(f"the shared corpus is missing: expected logs in {CORPUS}")
+    return files
+
+
+def require_tool(name: str) -> str:
+    """Path of an external tool; skip when absent locally, fail when absent in CI."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} is not installed (Debian package 'prometheus' ships promtool; .ci/run installs it)"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture
+def promtool() -> str:
+    return require_tool("promtool")
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Parse exposition text into ``{(sample_name, sorted_labels): value}``."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(text_or_samples, name: str, **labels) -> float | None:
+    """One sample's value by name and exact labels, or None when absent."""
+    data = samples(text_or_samples) if isinstance(text_or_samples, str) else text_or_samples
+    return data.get((name, tuple(sorted(labels.items()))))
