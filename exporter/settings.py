@@ -18,9 +18,10 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
+    CliExplicitFlag,
     CliApp,
     CliImplicitFlag,
     InitSettingsSource,
@@ -99,6 +100,75 @@ class SglangSettings(BaseModel):
         "nothing while idle, so the last values would be stale.")
 
 
+class GpuSettings(BaseModel):
+    """``--gpu.*``: the NVML collector (``sglang_gpu_*``). Not used in --one-shot mode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: CliExplicitFlag[bool] = Field(
+        True, description="Poll NVML for GPU readings (sglang_gpu_*). '--gpu.enabled false' turns the "
+        "collector off. Never used with --one-shot: a recorded log says nothing about this machine's GPUs.")
+    poll_interval: float = Field(
+        10.0, gt=0, le=3600, description="Seconds between NVML polls; /metrics serves the latest snapshot "
+        "and never waits for NVML.")
+    cycle_timeout: float = Field(
+        5.0, gt=0, le=3600, description="Deadline in seconds for one poll cycle; a cycle that overruns (a hung "
+        "NVML call) is counted, the snapshot is marked stale and sglang_gpu_up drops to 0.")
+    slow_poll_interval: float = Field(
+        300.0, gt=0, le=86400, description="Seconds between reads of the slow-moving counters (ECC errors, "
+        "remapped rows).")
+    uuids: str | None = Field(
+        None, description="Comma-separated GPU-... or MIG-... UUIDs to report (a GPU UUID includes its MIG "
+        "devices); default: every GPU NVML sees.")
+    uuids_file: str | None = Field(
+        None, description="File of UUIDs (one per line or comma-separated, '#' comments), e.g. written by "
+        "the server container's entrypoint to a shared volume; re-read when it changes, and until it "
+        "exists no GPU is reported. Combined with --gpu.uuids.")
+    nvml_library_path: str | None = Field(
+        None, description="Path of libnvidia-ml.so.1 when it is not on the loader's path (e.g. a driver "
+        "directory mounted from the host).")
+    unknown_error_threshold: int = Field(
+        3, ge=0, le=1000, description="Consecutive poll cycles with an NVML 'Unknown' error (typically: the "
+        "container lost access to the device) after which /healthz answers 503 so that Kubernetes restarts "
+        "the pod; 0 never fails /healthz for it.")
+    xid_events: CliExplicitFlag[bool] = Field(
+        True, description="Count XID errors from an NVML event set (sglang_gpu_xid_errors_total).")
+
+    @field_validator("uuids")
+    @classmethod
+    def _check_uuids(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_uuid_list(value)
+        return value
+
+    @field_validator("cycle_timeout")
+    @classmethod
+    def _check_timeout(cls, value: float, info: ValidationInfo) -> float:
+        interval = info.data.get("poll_interval")
+        if interval is not None and value > interval:
+            raise ValueError(f"must not exceed gpu.poll-interval ({interval}); got {value}")
+        return value
+
+
+def parse_uuid_list(text: str) -> list[str]:
+    """Split a GPU UUID list (commas, whitespace, newlines; ``#`` starts a comment) into UUIDs.
+
+    Returns:
+        The UUIDs in order, duplicates removed.
+
+    Raises:
+        ValueError: an item does not start with ``GPU-`` or ``MIG-`` (the form NVML and nvidia-smi print).
+    """
+    out: list[str] = []
+    for line in text.splitlines():
+        for item in line.split("#", 1)[0].replace(",", " ").split():
+            if not item.startswith(("GPU-", "MIG-")) or len(item) < 8:
+                raise ValueError(f"GPU UUIDs look like GPU-xxxxxxxx-... or MIG-...; got {item!r}")
+            if item not in out:
+                out.append(item)
+    return out
+
+
 class ConfigSettings(BaseModel):
     """``--config.file``: where more settings come from."""
 
@@ -131,6 +201,7 @@ class Settings(BaseSettings):
     log: LogSettings = LogSettings()
     web: WebSettings = WebSettings()
     sglang: SglangSettings = SglangSettings()
+    gpu: GpuSettings = GpuSettings()
     one_shot: CliImplicitFlag[bool] = Field(
         False, description="Read --log.path from its beginning to its end, print every metric in the "
         "Prometheus text format to stdout and exit 0. No HTTP server.")
