@@ -1,0 +1,296 @@
+"""Table-driven parser tests: real lines of each era and prefix style.
+
+Lines marked "corpus NNN" are copied from ../shared/corpus/NNN-*.log; lines marked "notes" are the
+exact shapes of ../shared/notes/sglang-log-format.md (quick-reference table and templates), whose
+values are synthetic there too.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.events import (
+    Capacity,
+    DecodeBatch,
+    PrefillBatch,
+    ReqTimeStats,
+    RetractAbort,
+    Retraction,
+    ServerArgs,
+)
+from exporter.parser import Malformed, parse_line, parse_origin
+
+# (id, line, expected type, expected attributes; "origin." keys check the Origin)
+CASES = [
+    # --- Prefill lines of every era -------------------------------------------------------------
+    ("e24a-new-fill-batch", "new fill batch. #seq: 1. #cached_token: 2510. #new_token: 18. "
+     "tree_cache_hit_rate: 62.18%. fsm_cache_hit_rate: 33.33%. fsm_cache_avg_init_time: 15.73s. "
+     "#remaining_req: 0. #running_req: 0",  # corpus 021
+     PrefillBatch, {"new_seq": 1, "cached_token": 2510, "new_token": 18, "queue_req": 0, "running_req": 0,
+                    "origin.dp_rank": "0", "origin.log_time": None}),
+    ("e24a-new-fill-trailing-period", "new fill batch. #seq: 1. #cached_token: 0. #new_token: 512. "
+     "#remaining_req: 0. #running_req: 3. tree_cache_hit_rate: 12.34%.",  # notes E24a
+     PrefillBatch, {"new_seq": 1, "new_token": 512, "running_req": 3}),
+    ("v0117-prefil-typo-gpu-id", "[gpu_id=0] Prefil batch. #new-seq: 1, #new-token: 512, #cached-token: 0, "
+     "cache hit rate: 12.34%, #running-req: 3, #queue-req: 0",  # notes 2024-06-07
+     PrefillBatch, {"new_seq": 1, "new_token": 512, "running_req": 3, "queue_req": 0, "origin.dp_rank": "0"}),
+    ("e24b-gpu-tag-dp", "[gpu=2] Prefill batch. #new-seq: 3, #new-token: 100, #cached-token: 7, "
+     "cache hit rate: 1.00%, #running-req: 3, #queue-req: 5",  # notes: [gpu=N] from 2024-07-28
+     PrefillBatch, {"new_seq": 3, "cached_token": 7, "origin.dp_rank": "2"}),
+    ("mixed-chunk-title", "[12:00:00 TP0] Prefill batch(mixed #running-req: 7). #new-seq: 2, #new-token: 300, "
+     "#cached-token: 0, cache hit rate: 0.00%, #queue-req: 4",  # notes 2024-08-16
+     PrefillBatch, {"new_seq": 2, "new_token": 300, "running_req": 7, "queue_req": 4,
+                    "origin.replica": "TP0", "origin.time_of_day_only": True}),
+    ("l24-time-only-tp0", "[16:43:30 TP0] Prefill batch. #new-seq: 6, #new-token: 8192, #cached-token: 2753, "
+     "cache hit rate: 14.16%, token usage: 0.18, #running-req: 4, #queue-req: 34",  # corpus 037
+     PrefillBatch, {"new_seq": 6, "new_token": 8192, "cached_token": 2753, "running_req": 4, "queue_req": 34,
+                    "origin.log_time": 16 * 3600 + 43 * 60 + 30.0, "origin.time_of_day_only": True}),
+    ("l24-cache-hit-percent", "[2024-11-29 10:28:29 TP0] Prefill batch. #new-seq: 2, #new-token: 2048, "
+     "#cached-token: 888, cache hit rate: 0.00%, token usage: 0.11, #running-req: 69, #queue-req: 130",  # corpus 020
+     PrefillBatch, {"new_seq": 2, "new_token": 2048, "cached_token": 888, "running_req": 69, "queue_req": 130,
+                    "origin.log_time": 1732876109.0}),
+    ("2025-period-trailing-comma", "[2025-10-22 10:27:56 TP0] Prefill batch. #new-seq: 1, #new-token: 28, "
+     "#cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, ",  # corpus 016
+     PrefillBatch, {"new_seq": 1, "new_token": 28, "queue_req": 0}),
+    ("m25-token-in-prefill", "[2025-07-05 10:00:00] Prefill batch. #new-seq: 1, #new-token: 512, "
+     "#cached-token: 0, #token: 2048, token usage: 0.02, #running-req: 3, #queue-req: 0",  # notes M25
+     PrefillBatch, {"new_seq": 1, "origin.replica": ""}),
+    ("swa-2025-full-swa-form", "[2025-07-01 10:00:00 TP0] Prefill batch. #new-seq: 1, #new-token: 64, "
+     "#cached-token: 0, #token: full=100, swa=50, token usage: full=0.42, swa=0.97, #running-req: 1, "
+     "#queue-req: 0",  # notes 2025-06-27 SWA form
+     PrefillBatch, {"kv.pools": {"full": 0.42, "swa": 0.97}, "kv.used_tokens": 100, "kv.max_device_ratio": 0.97}),
+    ("pd-prefill-2025-unbootstrapped", "[2025-06-01 10:00:00 TP0] Prefill batch. #new-seq: 1, #new-token: 9, "
+     "#cached-token: 0, token usage: 0.01, #running-req: 0, #unbootstrapped-req: 2, #queue-req: 1, "
+     "#transferring-req: 3, time: 0.52 ",  # notes 2025-04-25/06-03
+     PrefillBatch, {"pd_queues": {"bootstrap": 2, "inflight": 3}, "queue_req": 1}),
+    ("pd-prefill-prealloc-inflight", "[2026-02-19 16:32:49 TP0] Prefill batch, #new-seq: 1, #new-token: 1, "
+     "#cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, #prealloc-req: 1, #inflight-req: 0, "
+     "input throughput (token/s): 1.73, ",  # corpus 010
+     PrefillBatch, {"pd_queues": {"bootstrap": 1, "inflight": 0}, "input_throughput": 1.73}),
+    ("iter-tag", "[2025-10-23 10:00:00 TP0] Prefill batch [1234], #new-seq: 1, #new-token: 5, "
+     "#cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, ",  # notes 2025-10-23
+     PrefillBatch, {"new_token": 5}),
+    ("now-full-template", "[2026-07-21 10:00:00 DP3 TP3 EP3] Prefill batch, #new-seq: 1, #new-token: 512, "
+     "#cached-token: 0, token usage: 0.02, #running-req: 3, #queue-req: 0, #pending-token: 0, "
+     "#bootstrap-req: 4, #inflight-req: 5, #optimistic-req: 1, cuda graph: False, "
+     "input throughput (token/s): 8123.45",  # notes NOW
+     PrefillBatch, {"origin.dp_rank": "3", "origin.replica": "TP3 EP3", "pending_token": 0,
+                    "pd_queues": {"bootstrap": 4, "inflight": 5, "optimistic": 1}, "graph": False,
+                    "input_throughput": 8123.45}),
+    ("pending-token-no-tag", "[2026-09-13 16:05:59] Prefill batch, #new-seq: 1, #new-token: 351, "
+     "#cached-token: 36, token usage: 0.81, #running-req: 67, #queue-req: 1, #pending-token: 387, "
+     "cuda graph: True, input throughput (token/s): 153.68",  # corpus 008
+     PrefillBatch, {"new_token": 351, "cached_token": 36, "pending_token": 387, "graph": True,
+                    "origin.dp_rank": "0", "origin.replica": ""}),
+    ("mamba-npu-graph", "[2026-07-04 04:31:24 TP0] Prefill batch, #new-seq: 12, #new-token: 43008, "
+     "#cached-token: 0, full token usage: 0.14, mamba usage: 0.20, #running-req: 1, #queue-req: 97, "
+     "#pending-token: 109585, npu graph: False, input throughput (token/s): 15734.14",  # corpus 019
+     PrefillBatch, {"kv.pools": {"full": 0.14, "mamba": 0.20}, "kv.max_device_ratio": 0.20, "graph": False}),
+    ("mfu-and-occupancy-suffix", "[2026-06-01 10:00:00 TP0] Prefill batch, #new-seq: 2, #new-token: 10, "
+     "#cached-token: 0, token usage: 0.10, #running-req: 0, #queue-req: 0, #pending-token: 0, "
+     "musa graph: True, input throughput (token/s): 1.00, est. prefill TFLOPS/s (per GPU): 3.21, "
+     "fwd occupancy: 55.00%",  # notes 2026-03-30 / 2026-05-01
+     PrefillBatch, {"new_seq": 2, "graph": True}),
+    # --- Decode lines of every era --------------------------------------------------------------
+    ("e24a-untitled-decode", "#running-req: 4, #token: 2048, token usage: 0.02, #queue-req: 0",  # notes E24a
+     DecodeBatch, {"running_req": 4, "kv.used_tokens": 2048, "queue_req": 0}),
+    ("e24-gpu-id-untitled", "[gpu_id=1] #running-req: 4, #token: 2048, token usage: 0.02, "
+     "gen throughput (token/s): 512.00, #queue-req: 0",  # notes 2024-05-27
+     DecodeBatch, {"running_req": 4, "gen_throughput": 512.0, "origin.dp_rank": "1"}),
+    ("no-prefix-decode-2024", "Decode batch. #running-req: 1010, #token: 55006, token usage: 0.93, "
+     "gen throughput (token/s): 1397.13, #queue-req: 12279",  # corpus 005
+     DecodeBatch, {"running_req": 1010, "queue_req": 12279, "kv.pools": {"kv": 0.93}}),
+    ("largest-len-trailing", "[2025-03-14 02:16:14 TP0] Decode batch. #running-req: 509, #token: 180776, "
+     "token usage: 0.43, gen throughput (token/s): 7897.87, largest-len: 0, #queue-req: 0, ",  # corpus 002
+     DecodeBatch, {"running_req": 509, "queue_req": 0}),
+    ("dp-tp-accept-len", "[2025-05-31 18:31:21 DP6 TP6] Decode batch. #running-req: 8, #token: 36267, "
+     "token usage: 0.12, accept len: 2.86, cuda graph: True, gen throughput (token/s): 168.28, #queue-req: 0",  # corpus 024
+     DecodeBatch, {"origin.dp_rank": "6", "origin.replica": "TP6", "accept_len": 2.86, "graph": True}),
+    ("accept-rate-trailing", "[2025-10-22 10:27:57 TP0] Decode batch. #running-req: 1, #token: 108, "
+     "token usage: 0.00, accept len: 2.17, accept rate: 0.54, cuda graph: True, gen throughput (token/s): 0.39, "
+     "#queue-req: 0, ",  # corpus 016
+     DecodeBatch, {"accept_len": 2.17, "accept_rate": 0.54}),
+    ("hybrid-swa", "[2026-05-24 03:51:45 TP0] Decode batch, #running-req: 4, #full token: 2642688, "
+     "full token usage: 1.00, #swa token: 14592, swa token usage: 0.06, cuda graph: True, "
+     "gen throughput (token/s): 429.52, #queue-req: 3",  # corpus 006
+     DecodeBatch, {"kv.used_tokens": 2642688, "kv.pools": {"full": 1.0, "swa": 0.06}, "kv.max_device_ratio": 1.0}),
+    ("missing-leading-bracket", "2026-05-24 03:51:44 TP0] Decode batch, #running-req: 4, #full token: 2642688, "
+     "full token usage: 1.00, #swa token: 14592, swa token usage: 0.06, cuda graph: True, "
+     "gen throughput (token/s): 429.34, #queue-req: 3",  # corpus 006 first line
+     DecodeBatch, {"running_req": 4, "origin.replica": "TP0", "origin.log_time": 1779594704.0}),
+    ("mamba-decode", "[2025-11-01 10:00:00 TP0] Decode batch, #running-req: 3, #full token: 100, "
+     "full token usage: 0.30, mamba num: 3, mamba usage: 0.50, cuda graph: True, "
+     "gen throughput (token/s): 9.00, #queue-req: 0, ",  # notes 2025-10-13
+     DecodeBatch, {"kv.pools": {"full": 0.30, "mamba": 0.50}, "kv.used_tokens": 100}),
+    ("hisparse", "[2026-04-20 10:00:00 TP0] Decode batch, #running-req: 5, #gpu token: 900, gpu token usage: 0.40, "
+     "#cpu token: 20000, cpu token usage: 0.99, cuda graph: True, gen throughput (token/s): 140.00, "
+     "#queue-req: 0",  # notes 2026-04-14
+     DecodeBatch, {"kv.used_tokens": 900, "kv.pools": {"gpu": 0.40, "cpu": 0.99}, "kv.max_device_ratio": 0.40}),
+    ("pd-decode-fields", "[2026-03-02 14:44:10 TP0] Decode batch, #running-req: 1, #token: 33, token usage: 0.00, "
+     "pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, "
+     "gen throughput (token/s): 0.04, #queue-req: 0",  # corpus 028
+     DecodeBatch, {"pd_queues": {"prealloc": 0, "transfer": 0, "retracted": 0}, "preallocated_usage": 0.0}),
+    ("fork-level-pid-file-line", "2025-12-04 20:35:53 INFO 151972 [scheduler_metrics_mixin.py:287] "
+     "Decode batch. #running-req: 48, #token: 5814, token usage: 0.00, accept len: 1.00, accept rate: 0.11, "
+     "cuda graph: False, gen throughput (token/s): 5399.46, #queue-req: 0,",  # corpus 017
+     DecodeBatch, {"running_req": 48, "origin.dp_rank": "0", "origin.replica": "", "origin.log_time": 1764880553.0}),
+    ("ray-actor-prefix", "(SGLangEngine pid=41820) [2026-03-22 13:53:37 TP0] Decode batch, #running-req: 6, "
+     "#token: 42414, token usage: 0.04, cuda graph: True, gen throughput (token/s): 1374.02, #queue-req: 0,",  # corpus 039
+     DecodeBatch, {"running_req": 6, "origin.replica": "TP0"}),
+    ("ms-timestamp-all-tags", "[2026-03-05 10:00:00.123 DP1 PP2 ATTN_CP3 MOE_DP4 TP5 EP6] Decode batch, "
+     "#running-req: 2, #token: 10, token usage: 0.01, cuda graph: True, gen throughput (token/s): 1.00, "
+     "#queue-req: 0",  # notes 2026-03-05 tag order + SGLANG_LOG_MS
+     DecodeBatch, {"origin.dp_rank": "1", "origin.replica": "PP2 ATTN_CP3 MOE_DP4 TP5 EP6"}),
+    ("legacy-tag-order", "[2025-10-02 10:00:00 DP1 TP5 EP5 PP1] Decode batch, #running-req: 2, #token: 10, "
+     "token usage: 0.01, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0",  # notes 2025-10-01 order
+     DecodeBatch, {"origin.dp_rank": "1", "origin.replica": "PP1 TP5 EP5"}),
+    ("junk-before-bracket", "\x1b[0mxyz[2026-04-08 14:05:21 TP0] Decode batch, #running-req: 5, #token: 20800, "
+     "token usage: 0.29, cuda graph: True, gen throughput (token/s): 144.95, #queue-req: 0",  # corpus 003 + junk
+     DecodeBatch, {"running_req": 5, "origin.replica": "TP0"}),
+    ("iso-foreign-prefix", "2026-03-01T10:00:00.5Z INFO sglang.srt.managers.scheduler: [2026-03-01 10:00:00 TP0] "
+     "Decode batch, #running-req: 7, #token: 10, token usage: 0.01, cuda graph: True, "
+     "gen throughput (token/s): 1.00, #queue-req: 2",  # another framework's logger around SGLang's line
+     DecodeBatch, {"running_req": 7, "queue_req": 2, "origin.replica": "TP0"}),
+    ("spec-dspark-fields", "[2026-07-21 10:00:00 TP0] Decode batch [77], #running-req: 4, #token: 2048, "
+     "token usage: 0.02, accept len: 2.85, accept rate: 0.71, cap len: 3.00, block accept len: 2.50, "
+     "cuda graph: True, gen throughput (token/s): 512.00, #queue-req: 0, est. decode TFLOPS/s (per GPU): 1.00, "
+     "est. read BW (GB/s per GPU): 2.00, est. write BW (GB/s per GPU): 3.00",  # notes NOW decode
+     DecodeBatch, {"running_req": 4, "accept_len": 2.85}),
+    # --- Retraction lines of every era ----------------------------------------------------------
+    ("e24a-retract", "decode out of memory happened, #retracted_reqs: 1, #new_token_ratio: 0.4000 -> 0.5000",  # notes E24a
+     Retraction, {"retracted_reqs": 1, "new_token_ratio_before": 0.4, "new_token_ratio_after": 0.5}),
+    ("l24-retract-tp13", "[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, "
+     "#new_token_ratio: 0.1474 -> 0.1845",  # corpus 007
+     Retraction, {"retracted_reqs": 1, "new_token_ratio_after": 0.1845, "origin.replica": "TP13"}),
+    ("kv-full-tokens-gained", "[2026-09-13 16:06:07] KV cache pool is full. Retract requests. #retracted_reqs: 1, "
+     "#new_tokens_gained: 646, #new_token_ratio: 0.0980 -> 0.3487",  # corpus 008
+     Retraction, {"retracted_reqs": 1, "new_tokens_gained": 646, "new_token_ratio_before": 0.098}),
+    ("aborted-retracted", "[2025-10-10 10:00:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 3, "
+     "#aborted_retracted_reqs: 1, #new_token_ratio: 0.4000 -> 0.5000",  # notes 2025-10-01
+     Retraction, {"retracted_reqs": 3, "aborted_retracted_reqs": 1}),
+    ("mamba-num-gained", "[2026-05-01 10:00:00 DP2 TP2] KV cache pool is full. Retract requests. #retracted_reqs: 2, "
+     "#new_tokens_gained: 3072, #mamba_num_gained: 2, #new_token_ratio: 0.4000 -> 0.5000",  # notes 2026-04-21
+     Retraction, {"retracted_reqs": 2, "new_tokens_gained": 3072, "origin.dp_rank": "2"}),
+    ("testing-retraction", "[2026-01-01 10:00:00 TP0] Testing retraction. #retracted_reqs: 2, #new_tokens_gained: 10",
+     Retraction, {"retracted_reqs": 2, "new_tokens_gained": 10, "new_token_ratio_after": None}),
+    ("omni-bracket-level", "2026-04-05 10:00:00,123 [WARNING] sglang_omni.engines.ar.sglang_backend.scheduler.decode: "
+     "KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_tokens_gained: 512, "
+     "#new_token_ratio: 0.3000 -> 0.4000",  # notes section 14
+     Retraction, {"new_tokens_gained": 512, "origin.log_time": 1775383200.123}),
+    ("omni-python-default", "WARNING:sglang_omni.engines.ar.sglang_backend.scheduler.decode:KV cache pool is full. "
+     "Retract requests. #retracted_reqs: 1, #new_tokens_gained: 5, #new_token_ratio: 0.3000 -> 0.4000",  # notes 14
+     Retraction, {"retracted_reqs": 1, "origin.log_time": None}),
+    ("abort-on-oom", "[2026-03-12 10:00:00 TP0] retract_decode: aborted last request abc123 due to OOM",  # notes 8
+     RetractAbort, {"origin.replica": "TP0"}),
+    # --- Start-up lines -------------------------------------------------------------------------
+    ("capacity-2025", "[2026-09-13 16:05:21] max_total_num_tokens=87552, chunked_prefill_size=2048, "
+     "max_prefill_tokens=16384, max_running_requests=2048, context_len=32768, available_gpu_mem=1.91 GB",  # corpus 009
+     Capacity, {"max_total_num_tokens": 87552, "max_running_requests": 2048, "context_len": 32768,
+                "chunked_prefill_size": 2048, "max_prefill_tokens": 16384}),
+    ("capacity-e24b", "[gpu_id=0] max_total_num_tokens=100000, max_prefill_tokens=16384, context_len=4096",  # notes 9
+     Capacity, {"max_total_num_tokens": 100000, "max_running_requests": None, "context_len": 4096}),
+    ("server-args", "[2025-07-05 10:00:00] server_args=ServerArgs(model_path='/models/x', tp_size=1, "
+     "chunked_prefill_size=8192, max_running_requests=None, decode_log_interval=20, "
+     "prefill_max_running_requests=7)",  # ServerArgs dataclass repr
+     ServerArgs, {"decode_log_interval": 20, "chunked_prefill_size": 8192, "max_running_requests": None}),
+    ("req-time-stats-2025", "[2025-06-01 10:00:00 TP0] Req Time Stats(rid=abc, input len=100, output len=20, "
+     "type=unified): queue_duration=12.50ms, forward_duration=300.00ms, start_time=1.0",  # notes 9
+     ReqTimeStats, {"queue_duration": 0.0125, "input_len": 100, "output_len": 20}),
+    ("req-time-stats-2026", "[2026-07-20 10:00:00 DP1 TP4] ReqTimeStats(rid=abc, input_len=100, cached_input_len=40, "
+     "output_len=20, attempts=2, type=unified): queue_duration=1500.00ms, forward_duration=3.00ms, "
+     "entry_time=1.000",  # notes 9
+     ReqTimeStats, {"queue_duration": 1.5, "cached_input_len": 40, "attempts": 2, "origin.dp_rank": "1"}),
+    ("req-time-stats-pd-decode", "[2026-07-20 10:00:00 TP0] ReqTimeStats(rid=x, input_len=5, output_len=1, "
+     "type=decode): bootstrap_duration=1.00ms, alloc_wait_duration=2.00ms, prealloc_queue_duration=9.00ms, "
+     "transfer_duration=3.00ms, queue_duration=4.00ms, forward_duration=5.00ms, entry_time=1.0",
+     ReqTimeStats, {"queue_duration": 0.004}),
+]
+
+
+def _get(obj, dotted: str):
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@pytest.mark.parametrize("line,etype,expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_line_kinds(line, etype, expected):
+    event = parse_line(line)
+    assert type(event) is etype, event
+    for key, want in expected.items():
+        got = _get(event, key)
+        if isinstance(want, float):
+            assert got == pytest.approx(want), key
+        elif isinstance(want, dict):
+            assert got == pytest.approx(want) if all(isinstance(v, float) for v in want.values()) else got == want, key
+        else:
+            assert got == want, key
+
+
+IGNORED = [
+    '[2026-09-13 16:05:59] INFO:     127.0.0.1:51024 - "POST /generate HTTP/1.1" 200 OK',  # corpus 008
+    "[2026-01-29 13:12:36 PP1 TP0] Scheduler debug info:",  # corpus 033
+    "self.max_total_num_tokens=1180096, available_size=1180032, evictable_size=0, protected_size=0",  # corpus 033
+    "Cache not flushed because there are pending requests. #queue-req: 3, #running-req: 2",  # notes 9
+    "[2025-02-26 15:44:36] Receive: obj=GenerateReqInput(text='please say Decode batch, #running-req: 99')",
+    "  0%|          | 0/7 [00:00<?, ?it/s]Capturing batches (bs=24 avail_mem=2.04 GB)",  # corpus 009
+    "E0219 16:32:42.940686 572100 rdma_transport.cpp:529] Memory region not registered",  # corpus 010
+    "2026-03-14 12:11:55,950 [INFO] sglang_omni.pipeline.coordinator: Coordinator registered stage: thinker",
+    "",
+    "\x00\x00\x00",
+]
+
+
+@pytest.mark.parametrize("line", IGNORED)
+def test_unrelated_lines_are_ignored(line):
+    assert parse_line(line) is None
+
+
+DAMAGED = [
+    # corpus 001: terminal-truncated and spliced lines
+    ("decode", "[2026-05-28 02:59:59 TP0] Decode batch, #running-req: 45, #token: 44672, token usaccept rate: 0.32, "
+     "npu graph: False, gen throughput (token/s): 863.65, #queue-req"),
+    ("prefill", "[2026-05-28 02:59:59 TP0] Prefill batch, #new-seq: 1, #new-token: 896, #cached-tounning-req: 45, "
+     "#queue-req: 81, #pending-token: 70187, npu graph: False, input th"),
+    ("decode", "[2026-01-01 10:00:00 TP0] Decode batch, #token: 10, token usage: 0.5, #queue-req: 1"),  # no running
+    ("decode", "[2026-01-01 10:00:00 TP0] Decode batch, #running-req: 4x, #queue-req: 1"),
+    ("decode", "[2026-01-01 10:00:00 TP0] Decode batch, #running-req: 4, cuda graph: Maybe, #queue-req: 1"),
+    ("decode", "[2026-01-01 10:00:00 TP0] Decode batch, #running-req: 4, token usage: nan, #queue-req: 1"),
+    ("retraction", "[2026-01-01 10:00:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, "
+     "#new_token_ratio: 0.3"),
+    ("retraction", "[2026-01-01 10:00:00 TP0] KV cache pool is full. Retract requests. #new_tokens_gained: 5"),
+    ("prefill", "[2026-01-01 10:00:00 TP0] Prefill batch(mixed #running-req: 7"),
+]
+
+
+@pytest.mark.parametrize("kind,line", DAMAGED)
+def test_damaged_lines_are_malformed_not_applied(kind, line):
+    event = parse_line(line)
+    assert isinstance(event, Malformed), event
+    assert event.kind == kind
+
+
+def test_origin_memo_returns_equal_results():
+    a = parse_origin("[2026-07-21 10:00:00 DP3 TP3 EP3] ")
+    b = parse_origin("[2026-07-21 10:00:00 DP3 TP3 EP3] ")
+    assert a == b and a.dp_rank == "3" and a.replica == "TP3 EP3"
+
+
+def test_every_truncation_and_splice_of_real_lines_never_raises():
+    """Cut every scheduler line of the corpus at every position, and splice pairs: no exception,
+    and the result is always an event, Malformed or None."""
+    from conftest import corpus_files
+
+    lines = []
+    for path in corpus_files():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if "batch" in line or "Retract" in line or "memory happened" in line or "max_total" in line:
+                lines.append(line)
+    assert len(lines) > 100
+    for line in lines:
+        for cut in range(0, len(line), 3):
+            parse_line(line[:cut])
+            parse_line(line[cut:])
+    for a, b in zip(lines, lines[1:]):
+        for cut in (len(a) // 3, len(a) // 2):
+            parse_line(a[:cut] + b[cut // 2:])
