@@ -1,0 +1,52 @@
+"""The README's metric table and the real /metrics output name the same metrics, with the same types."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import ROOT, corpus_files
+from prometheus_client.parser import text_string_to_metric_families
+from test_corpus_golden import one_shot
+from test_e2e import Exporter
+
+ROW = re.compile(r"^\| `(sglang_[a-z0-9_]+)` \| (counter|gauge|histogram|summary|info) \|")
+
+
+def readme_table() -> dict[str, str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("<!-- metrics-table")
+    rows = {}
+    for line in text[start:].splitlines()[1:]:
+        if not line.startswith("|") and rows:
+            break
+        m = ROW.match(line)
+        if m:
+            rows[m.group(1)] = m.group(2)
+    return rows
+
+
+def exposed(text: str) -> dict[str, str]:
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        name = fam.name + "_total" if fam.type == "counter" else fam.name
+        out[name] = fam.type
+    return out
+
+
+def test_readme_table_matches_real_output(tmp_path: Path):
+    names: dict[str, str] = {}
+    for path in corpus_files():
+        names.update(exposed(one_shot(path)))
+    log = tmp_path / "sglang.log"
+    log.write_text("")
+    exp = Exporter("--log.path", str(log))
+    try:
+        names.update(exposed(exp.get("/metrics")[1]))
+    finally:
+        assert exp.terminate() == 0
+    ours = {n: t for n, t in names.items() if n.startswith(("sglang_scheduler_", "sglang_exporter_"))}
+    table = {n: t for n, t in readme_table().items() if n.startswith(("sglang_scheduler_", "sglang_exporter_"))}
+    assert sorted(set(ours) - set(table)) == [], "exposed but not in the README table"
+    assert sorted(set(table) - set(ours)) == [], "in the README table but never exposed"
+    assert {n: ours[n] for n in table} == table, "types differ"

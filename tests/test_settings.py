@@ -1,0 +1,95 @@
+"""Settings: flags, SGLANG_EXPORTER_* variables, the TOML file, --help, and exit code 2 naming the setting."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from test_e2e import command
+
+from exporter.cli import main
+from exporter.settings import load_settings, parse_listen_address
+
+
+@pytest.mark.parametrize("args,names", [
+    (["--log.path", "x", "--web.listen-address", "nope"], ["web.listen_address", "--web.listen-address",
+                                                           "SGLANG_EXPORTER_WEB__LISTEN_ADDRESS"]),
+    (["--log.path", "x", "--web.listen-address", ":70000"], ["--web.listen-address"]),
+    (["--log.path", "x", "--web.listen-address", "::1:80"], ["--web.listen-address", "brackets"]),
+    (["--log.path", "x", "--web.telemetry-path", "metrics"], ["--web.telemetry-path"]),
+    (["--log.path", "x", "--web.telemetry-path", "/healthz"], ["--web.telemetry-path"]),
+    (["--log.path", "x", "--sglang.decode-log-interval", "0"], ["--sglang.decode-log-interval"]),
+    (["--log.path", "x", "--sglang.decode-log-interval", "forty"], ["--sglang.decode-log-interval"]),
+    (["--log.path", "x", "--log.poll-interval", "-1"], ["--log.poll-interval"]),
+    (["--log.path", "x", "--log.watch-mode", "fanotify"], ["--log.watch-mode"]),
+    (["--log.path", "x", "--log.max-line-bytes", "10"], ["--log.max-line-bytes"]),
+    (["--log.path", "x", "--sglang.idle-after", "0"], ["--sglang.idle-after"]),
+    ([], ["log.path", "--log.path"]),
+])
+def test_bad_values_exit_2_naming_the_setting(args, names, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sglang-exporter: error: ")
+    for name in names:
+        assert name in err
+
+
+def test_bad_environment_variable_names_the_variable(monkeypatch, capsys):
+    monkeypatch.setenv("SGLANG_EXPORTER_SGLANG__DECODE_LOG_INTERVAL", "-3")
+    assert main(["--log.path", "x", "--one-shot"]) == 2
+    assert "SGLANG_EXPORTER_SGLANG__DECODE_LOG_INTERVAL" in capsys.readouterr().err
+
+
+def test_real_command_exit_codes_and_help():
+    r = subprocess.run([*command(), "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0
+    for flag in ("--log.path", "--log.from-beginning", "--web.listen-address", "--web.telemetry-path",
+                 "--one-shot", "--sglang.decode-log-interval", "--demo", "--config.file"):
+        assert flag in r.stdout
+    assert "SGLANG_EXPORTER_" in r.stdout
+    r = subprocess.run([*command(), "--log.path", "x", "--web.listen-address", "bad"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--web.listen-address" in r.stderr
+    r = subprocess.run([*command(), "--no-such-flag"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--no-such-flag" in r.stderr
+
+
+def test_precedence_flag_over_env_over_file(tmp_path, monkeypatch):
+    cfg = tmp_path / "exporter.toml"
+    cfg.write_text('[log]\npath = "/from/file.log"\nfrom_beginning = true\n'
+                   '[web]\nlisten_address = "127.0.0.1:1111"\ntelemetry_path = "/file"\n')
+    s = load_settings(["--config.file", str(cfg)])
+    assert (s.log.path, s.log.from_beginning, s.web.listen_address) == ("/from/file.log", True, "127.0.0.1:1111")
+    monkeypatch.setenv("SGLANG_EXPORTER_LOG__PATH", "/from/env.log")
+    monkeypatch.setenv("SGLANG_EXPORTER_WEB__LISTEN_ADDRESS", "127.0.0.1:2222")
+    s = load_settings(["--config.file", str(cfg)])
+    assert (s.log.path, s.web.listen_address, s.web.telemetry_path) == ("/from/env.log", "127.0.0.1:2222", "/file")
+    s = load_settings(["--config.file", str(cfg), "--log.path", "/from/flag.log"])
+    assert s.log.path == "/from/flag.log"
+    monkeypatch.setenv("SGLANG_EXPORTER_CONFIG__FILE", str(cfg))
+    assert load_settings([]).web.telemetry_path == "/file"
+
+
+def test_bad_config_file_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[log\npath=")
+    assert main(["--config.file", str(bad)]) == 2
+    assert "config.file" in capsys.readouterr().err
+    assert main(["--config.file", str(tmp_path / "missing.toml")]) == 2
+    assert "missing.toml" in capsys.readouterr().err
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("[log]\npaht = '/x'\n")
+    assert main(["--config.file", str(unknown)]) == 2
+    assert "paht" in capsys.readouterr().err
+
+
+def test_defaults():
+    s = load_settings(["--log.path", "x"])
+    assert s.web.listen_address == ":18400" and s.web.telemetry_path == "/metrics"
+    assert s.log.from_beginning is False and s.sglang.decode_log_interval == 40 and s.one_shot is False
+
+
+@pytest.mark.parametrize("text,expected", [(":18400", ("", 18400)), ("127.0.0.1:0", ("127.0.0.1", 0)),
+                                           ("[::1]:9", ("::1", 9)), ("localhost:80", ("localhost", 80))])
+def test_listen_address_forms(text, expected):
+    assert parse_listen_address(text) == expected
