@@ -62,6 +62,7 @@ _DATETIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d
 _TIME_OF_DAY = re.compile(r"(?<!\d)(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?!\d)")
 _ORIGIN_CACHE: dict[str, Origin] = {}
 _ORIGIN_CACHE_MAX = 4096
+_ORIGIN_CACHE_KEY_MAX = 256
 
 
 def parse_origin(prefix: str) -> Origin:
@@ -74,7 +75,8 @@ def parse_origin(prefix: str) -> Origin:
     Returns:
         The :class:`Origin`. Rank tags are read from the last ``[...]`` group (or from the text
         before a ``]`` whose ``[`` was lost); the timestamp from the first date-time in the prefix,
-        else from a time of day. Results are memoised (prefixes repeat within a second).
+        else from a time of day. Results for prefixes up to 256 characters are memoised (prefixes
+        repeat within a second); the memo holds at most 4096 entries, so memory stays bounded.
     """
     if not prefix:
         return _NO_ORIGIN
@@ -116,9 +118,10 @@ def parse_origin(prefix: str) -> Origin:
             log_time = int(h) * 3600 + int(mi) * 60 + int(s) + (int(frac) / 10 ** len(frac) if frac else 0.0)
             tod = True
     origin = Origin(dp, replica, log_time, tod)
-    if len(_ORIGIN_CACHE) >= _ORIGIN_CACHE_MAX:
-        _ORIGIN_CACHE.clear()
-    _ORIGIN_CACHE[prefix] = origin
+    if len(prefix) <= _ORIGIN_CACHE_KEY_MAX:  # junk-laden prefixes are not worth keeping
+        if len(_ORIGIN_CACHE) >= _ORIGIN_CACHE_MAX:
+            _ORIGIN_CACHE.clear()
+        _ORIGIN_CACHE[prefix] = origin
     return origin
 
 
