@@ -1,0 +1,25 @@
+"""GPU readings from NVML (``sglang_gpu_*``): a polling thread and a collector that serves its snapshot.
+
+* :mod:`exporter.gpu.nvml` is the only module that imports ``pynvml`` (``nvidia-ml-py``).
+* :class:`~exporter.gpu.poller.GpuPoller` polls NVML in the background.
+* :class:`~exporter.gpu.collector.GpuCollector` turns its latest snapshot into metric families.
+"""
+
+from __future__ import annotations
+
+from .collector import GpuCollector
+from .poller import GpuPoller, GpuStatus, error_kind
+
+__all__ = ["GpuCollector", "GpuPoller", "GpuStatus", "error_kind", "make_poller"]
+
+
+def make_poller(settings) -> GpuPoller:
+    """Build the poller from :class:`exporter.settings.GpuSettings` (real NVML via nvidia-ml-py)."""
+    from ..settings import parse_uuid_list
+    from .nvml import load_pynvml
+
+    path = settings.nvml_library_path
+    return GpuPoller(lambda: load_pynvml(path), poll_interval=settings.poll_interval,
+                     cycle_timeout=settings.cycle_timeout, slow_poll_interval=settings.slow_poll_interval,
+                     uuids=parse_uuid_list(settings.uuids or ""), uuids_file=settings.uuids_file,
+                     xid_events=settings.xid_events, unknown_error_threshold=settings.unknown_error_threshold)
