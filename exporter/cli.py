@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from .collector import ExporterCollector, GuardedCollectors, SchedulerCollector
 from .demo import Replayer, sample_log_path
+from .gpu import GpuCollector, make_poller
 from .pipeline import Pipeline
 from .settings import Settings, SettingsError, load_settings, parse_listen_address
 from .state import SchedulerStates
@@ -29,13 +30,14 @@ log = logging.getLogger("sglang_exporter")
 PROG = "sglang-exporter"
 
 
-def build_registry(pipeline: Pipeline, idle_after: float | None) -> CollectorRegistry:
-    """A private registry with the scheduler and exporter collectors, each guarded."""
+def build_registry(pipeline: Pipeline, idle_after: float | None,
+                   gpu: GpuCollector | None = None) -> CollectorRegistry:
+    """A private registry with the scheduler and exporter collectors (and ``gpu`` if given), each guarded."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(GuardedCollectors([
         ("scheduler", SchedulerCollector(pipeline, idle_after)),
         ("exporter", ExporterCollector(pipeline)),
-    ]))
+    ] + ([("gpu", gpu)] if gpu is not None else [])))
     return registry
 
 
@@ -94,11 +96,16 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
         from_beginning = settings.log.from_beginning
     tailer = Tailer(path, pipeline, from_beginning=from_beginning, max_line_bytes=settings.log.max_line_bytes)
     follower = Follower([tailer], settings.log.poll_interval, settings.log.watch_mode)
-    registry = build_registry(pipeline, settings.sglang.idle_after)
+    # NVML describes this machine now, so it runs only here, never in one-shot mode (a recorded log).
+    gpu_poller = make_poller(settings.gpu) if settings.gpu.enabled else None
+    registry = build_registry(pipeline, settings.sglang.idle_after,
+                              GpuCollector(gpu_poller) if gpu_poller is not None else None)
     host, port = parse_listen_address(settings.web.listen_address)
 
     def health() -> tuple[bool, str]:
         alive = follower._thread is not None and follower._thread.is_alive()
+        if alive and gpu_poller is not None:
+            return gpu_poller.health()  # 503 after repeated NVML "Unknown" errors (lost device access)
         return (True, "ok") if alive else (False, "log follower thread is not running")
 
     server = WebServer(host, port, make_app(registry, settings.web.telemetry_path, health))
@@ -111,6 +118,8 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     follower.start()
+    if gpu_poller is not None:
+        gpu_poller.start()
     if replayer is not None:
         replayer.start()
     shown = host if host else "0.0.0.0"
@@ -124,6 +133,8 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
         if replayer is not None:
             replayer.stop()
         follower.stop()
+        if gpu_poller is not None:
+            gpu_poller.stop()
         server.stop()
         if tmpdir is not None:
             tmpdir.cleanup()
