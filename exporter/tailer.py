@@ -1,225 +1,515 @@
-"""Tailer: follows a log file and hands complete lines to the pipeline.
+"""Tailer: follows log files (plain paths and globs) and hands complete lines to the pipeline.
 
-Semantics (design notes section 2):
+Semantics (design notes section 2, the ``tail -F`` bar set by mtail, fluent-bit and Vector):
 
-* File events from watchdog (inotify) only *wake* the reader; a poll timer wakes it as well, so a
-  dropped event or a file system without inotify (NFS, overlay) delays reading by at most one poll
-  interval. Every wake-up ``stat``s the path: the file's identity is ``(st_dev, st_ino)``.
-* First open at start-up: from the end of the file by default (a restarted exporter must not count a
-  file twice; Prometheus handles the counter reset), from offset 0 with ``from_beginning``. If the
-  exporter starts in the middle of a line, that fragment is skipped. A file that appears later, or
-  the new file after a rotation, is read from offset 0.
-* A partial last line is held until its newline arrives. It is flushed as a line when the file is
-  rotated, deleted or truncated, and at the end of a one-shot read.
-* Rotation (path now names another inode): the old file is drained to its end, then the new one is
-  read from 0. Truncation (size below the read offset, ``copytruncate``): read again from 0.
-* ``\\r\\n`` line ends are accepted; invalid UTF-8 is replaced, never fatal; a line longer than
-  ``max_line_bytes`` without a newline is dropped and counted, and memory stays bounded.
+* **Wake-ups.** File events from watchdog (inotify) only *wake* the reader; a poll timer wakes it as
+  well, so a dropped event, an inotify limit or a file system without events (NFS, CIFS, overlay)
+  delays reading by at most one poll interval. Each wake-up ``stat``s every followed path.
+* **Identity is** ``(st_dev, st_ino)`` of the path's target (symlinks are followed, so a Kubernetes
+  ``/var/log/containers/*.log`` link whose target is swapped is a rotation), never inferred from
+  event sequences.
+* **Rotation** (the path now names another inode, rename + create): the old descriptor keeps being
+  read for ``rotate_wait`` seconds, because the writer appends to it until it reopens its log; then
+  its held partial line is flushed and it is closed. The new file is read from offset 0.
+* **Deletion**: like rotation without a successor; the path is reported absent and a file that
+  appears there later is read from offset 0.
+* **Truncation** (size below the read offset, ``copytruncate``): the held partial line is flushed,
+  reading restarts at 0, the event is counted. Lines written between the last read and the
+  truncation are lost, and a truncation followed by more writes than were read before it, within
+  one wake-up, cannot be seen at all: ``copytruncate`` is lossy in every tool (see the README).
+* **Start position**: an existing file is read from its end at start-up (a restarted exporter must
+  not count a file twice; Prometheus handles the counter reset), from 0 with ``from_beginning``.
+  Starting mid-line skips that fragment. Files that appear later are read from 0.
+* **Lines**: a partial last line is held until its newline arrives. ``\\r\\n`` ends a line; a bare
+  ``\\r`` (tqdm progress bars) separates lines as a terminal would show them; NUL bytes at the start
+  of a line (the hole a writer without ``O_APPEND`` leaves after ``copytruncate``) are dropped;
+  invalid UTF-8 is replaced. A line longer than ``max_line_bytes`` is dropped up to its newline and
+  counted once as oversized; memory per file stays below about ``2 * max_line_bytes + READ_CHUNK``.
+* **Several files**: each configured path or glob is followed on its own; a file is followed by
+  one reader at a time even when several patterns match it, and a rotated file that a glob matches
+  under its new name (``sglang.log*`` matching ``sglang.log.1``) is continued from where it was
+  left, not read again.
 """
 
 from __future__ import annotations
 
+import errno
+import glob
 import logging
 import os
 import threading
-from collections.abc import Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 
 from .pipeline import FileStats, Pipeline
 
 log = logging.getLogger(__name__)
 
+#: Bytes read per ``read`` call.
 READ_CHUNK = 1 << 20
+#: Default seconds a rotated or deleted file is still read (fluent-bit's ``rotate_wait`` is 5).
+ROTATE_WAIT = 5.0
+
+Ident = tuple[int, int]
+
+
+class Registry:
+    """Which file (by identity) is read by whom, shared by all tailers of one exporter.
+
+    Guarantees that one file is read by one reader at a time, and remembers where a closed reader
+    stopped so that a glob that later matches the same file under a new name continues there.
+    Used by the tailer thread only (no locking).
+    """
+
+    def __init__(self, remember: int = 4096):
+        self.open: dict[Ident, object] = {}
+        self.finished: OrderedDict[Ident, int] = OrderedDict()
+        self._remember = remember
+
+    def finish(self, ident: Ident, offset: int) -> None:
+        """Record that the reader of ``ident`` closed it at byte ``offset``."""
+        self.open.pop(ident, None)
+        self.finished[ident] = offset
+        self.finished.move_to_end(ident)
+        while len(self.finished) > self._remember:
+            self.finished.popitem(last=False)
+
+
+class _Reader:
+    """One open file descriptor with its read position and held partial line."""
+
+    __slots__ = ("f", "ident", "offset", "partial", "skipping", "deadline", "size")
+
+    def __init__(self, f, ident: Ident, offset: int):
+        self.f = f
+        self.ident = ident
+        self.offset = offset
+        self.partial = b""
+        self.skipping = False  # dropping bytes up to the next newline (oversized line, mid-line start)
+        self.deadline: float | None = None  # set while draining after rotation or deletion
+        self.size = offset
 
 
 class Tailer:
-    """Follows one path.
+    """Follows one path (a plain file path; symlinks are followed; it need not exist yet).
 
     Args:
-        path: The log file to follow (symlinks are followed; it need not exist yet).
-        pipeline: Where complete lines go.
-        from_beginning: Read an existing file from offset 0 at start-up instead of from its end.
-        max_line_bytes: Longest line kept; longer ones are dropped and counted as oversized.
+        path: The file to follow; also the ``path`` label of its self-metrics.
+        pipeline: Where complete lines go (:meth:`Pipeline.feed`).
+        from_beginning: Read a file that exists at start-up from offset 0 instead of from its end.
+        max_line_bytes: Longest line kept, in bytes without the terminator; longer ones are dropped
+            and counted in ``FileStats.oversized_lines``.
+        rotate_wait: Seconds a rotated or deleted file keeps being read before it is closed.
+        registry: Shared :class:`Registry` (one per exporter; a private one by default).
+        clock: Monotonic clock in seconds (tests inject one).
+
+    Counters are kept in ``self.stats`` (:class:`~exporter.pipeline.FileStats`): opens, bytes read,
+    rotations, truncations, oversized lines, presence and bytes behind the end of the file.
     """
 
     def __init__(self, path: str, pipeline: Pipeline, from_beginning: bool = False,
-                 max_line_bytes: int = 1 << 20):
+                 max_line_bytes: int = 1 << 20, rotate_wait: float = ROTATE_WAIT,
+                 registry: Registry | None = None, clock: Callable[[], float] = time.monotonic,
+                 started: bool = False):
         self.path = path
         self.pipeline = pipeline
         self.from_beginning = from_beginning
         self.max_line_bytes = max_line_bytes
+        self.rotate_wait = rotate_wait
+        self.registry = registry if registry is not None else Registry()
+        self.clock = clock
         self.stats: FileStats = pipeline.register_file(path)
-        self._file = None
-        self._ident: tuple[int, int] | None = None
-        self._offset = 0
-        self._partial = b""
-        self._skip_fragment = False
-        self._started = False
+        self._cur: _Reader | None = None
+        self._draining: list[_Reader] = []
+        self._started = started  # True once the start-up position rule has been applied
+        self._last_error: str | None = None
 
     # -- public -------------------------------------------------------------------------------
 
     def poll(self) -> int:
-        """Check the path and read everything available.
+        """Check the path's identity and size, and read everything available.
 
         Returns:
-            Number of complete lines fed to the pipeline. Never raises for a missing or unreadable
-            file (that is logged and reflected in ``FileStats.present``).
+            Number of lines fed to the pipeline. Never raises for a missing, unreadable or
+            vanishing file: that is logged once per change and shown in ``FileStats.present``.
         """
         fed = 0
+        now = self.clock()
         try:
             st = os.stat(self.path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
+            st = None
+            self._note_error(None)
+        except OSError as exc:
+            st = None
+            self._note_error(f"cannot stat {self.path}: {exc.strerror or exc}")
+        if st is None:
             self.stats.present = False
             self._started = True  # a file that appears later is new: read it from 0
-            if self._file is not None:  # deleted: drain what the old descriptor still has
-                fed += self._read_all()
-                fed += self.flush()
-                self._close()
-            return fed
-        except OSError as exc:
-            log.warning("cannot stat %s: %s", self.path, exc)
-            self.stats.present = False
-            return fed
-        self.stats.present = True
-        ident = (st.st_dev, st.st_ino)
-        if self._file is not None and ident != self._ident:
-            fed += self._read_all()  # rotation: finish the old file first
-            fed += self.flush()
-            self._close()
-        if self._file is None:
-            if not self._open(st, ident):
-                return fed
-        elif st.st_size < self._offset:
-            log.info("%s was truncated; reading it again from the start", self.path)
-            fed += self.flush()
-            self._file.seek(0)
-            self._offset = 0
-        fed += self._read_all()
+            if self._cur is not None:  # deleted (or unreachable): drain the old descriptor
+                log.info("%s was removed; reading its last lines for %.1fs", self.path, self.rotate_wait)
+                fed += self._retire(now)
+        else:
+            self.stats.present = True
+            ident = (st.st_dev, st.st_ino)
+            if self._cur is not None and ident != self._cur.ident:
+                self.stats.rotations += 1
+                log.info("%s was rotated; reading the old file for %.1fs more", self.path, self.rotate_wait)
+                fed += self._retire(now)
+            if self._cur is None:
+                back = next((r for r in self._draining if r.ident == ident), None)
+                if back is not None:  # renamed back while draining: it is current again
+                    self._draining.remove(back)
+                    back.deadline = None
+                    self._cur = back
+                else:
+                    self._open(st, ident)
+            elif st.st_size < self._cur.offset:
+                self._truncated(self._cur)
+        fed += self._read_draining(now)
+        if self._cur is not None:
+            fed += self._read(self._cur)
+        self._update_behind()
         return fed
 
     def flush(self) -> int:
-        """Feed a held partial last line as a complete line (end of a one-shot read, rotation)."""
-        if not self._partial or self._skip_fragment:
-            self._partial = b""
-            return 0
-        data, self._partial = self._partial, b""
-        return self.pipeline.feed([_decode(data)])
+        """Feed every held partial last line as a complete line (end of a one-shot read)."""
+        fed = 0
+        for r in [*self._draining, self._cur]:
+            if r is not None:
+                fed += self._flush(r)
+        return fed
 
     def close(self) -> None:
-        """Close the file descriptor, if any."""
-        self._close()
+        """Close every file descriptor (held partial lines are discarded)."""
+        for r in [*self._draining, self._cur]:
+            if r is not None:
+                self._close(r)
+        self._draining, self._cur = [], None
+
+    def watch_dirs(self) -> set[str]:
+        """Directories whose events should wake this tailer: the path's own and its target's."""
+        dirs = {os.path.dirname(os.path.abspath(self.path))}
+        real = os.path.realpath(self.path)
+        dirs.add(os.path.dirname(real))
+        return dirs
+
+    @property
+    def idle(self) -> bool:
+        """True when nothing is open (the path is absent and every old file has been drained)."""
+        return self._cur is None and not self._draining
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _open(self, st: os.stat_result, ident: tuple[int, int]) -> bool:
+    def _note_error(self, message: str | None) -> None:
+        if message is not None and message != self._last_error:
+            log.warning("%s", message)
+        self._last_error = message
+
+    def _open(self, st: os.stat_result, ident: Ident) -> None:
+        reg = self.registry
+        if ident in reg.open:  # another pattern's reader has it (or its rotated predecessor)
+            return
         try:
-            f = open(self.path, "rb")
+            f = open(self.path, "rb", buffering=0)
         except OSError as exc:
-            log.warning("cannot open %s: %s", self.path, exc)
-            return False
+            self._note_error(f"cannot open {self.path}: {exc.strerror or exc}")
+            return
         fst = os.fstat(f.fileno())
-        self._file, self._ident = f, (fst.st_dev, fst.st_ino)
-        self._partial = b""
-        self._skip_fragment = False
-        self.stats.opens += 1
-        if not self._started and not self.from_beginning and fst.st_size > 0:
-            f.seek(fst.st_size - 1)
-            self._skip_fragment = f.read(1) != b"\n"  # started mid-line: drop that fragment
-            self._offset = fst.st_size
-        else:
-            self._offset = 0
-        self._started = True
-        log.info("following %s from offset %d", self.path, self._offset)
-        return True
-
-    def _close(self) -> None:
-        if self._file is not None:
+        ident = (fst.st_dev, fst.st_ino)
+        if ident in reg.open:
+            f.close()
+            return
+        self._note_error(None)
+        offset = 0
+        skipping = False
+        resumed = reg.finished.pop(ident, None)
+        if resumed is not None and resumed <= fst.st_size:
+            offset = resumed  # a file already read under another name (glob after rotation)
+        elif not self._started and not self.from_beginning and fst.st_size > 0:
+            offset = fst.st_size
             try:
-                self._file.close()
-            finally:
-                self._file, self._ident = None, None
+                skipping = os.pread(f.fileno(), 1, fst.st_size - 1) != b"\n"  # started mid-line
+            except OSError:
+                skipping = False
+        if offset:
+            f.seek(offset)
+        r = _Reader(f, ident, offset)
+        r.skipping = skipping
+        r.size = fst.st_size
+        reg.open[ident] = self
+        self._cur = r
+        self._started = True
+        self.stats.opens += 1
+        log.info("following %s from offset %d", self.path, offset)
 
-    def _read_all(self) -> int:
-        f = self._file
-        if f is None:
-            return 0
+    def _retire(self, now: float) -> int:
+        """Move the current reader to the draining list (rotation, deletion), reading it first."""
+        r, self._cur = self._cur, None
+        fed = self._read(r)
+        r.deadline = now + self.rotate_wait
+        self._draining.append(r)
+        return fed
+
+    def _read_draining(self, now: float) -> int:
         fed = 0
+        for r in list(self._draining):
+            try:
+                size = os.fstat(r.f.fileno()).st_size
+            except OSError:
+                size = r.offset
+            if size < r.offset:
+                self._truncated(r)
+            fed += self._read(r)
+            if r.deadline is not None and now >= r.deadline:
+                fed += self._flush(r)
+                self._draining.remove(r)
+                self._close(r)
+        return fed
+
+    def _truncated(self, r: _Reader) -> None:
+        self.stats.truncations += 1
+        log.info("%s was truncated; reading it again from the start", self.path)
+        self._flush(r)
+        r.skipping = False
+        try:
+            r.f.seek(0)
+        except OSError:
+            pass
+        r.offset = 0
+
+    def _close(self, r: _Reader) -> None:
+        self.registry.finish(r.ident, r.offset)
+        try:
+            r.f.close()
+        except OSError:  # pragma: no cover - closing a read-only descriptor does not fail
+            pass
+
+    def _update_behind(self) -> None:
+        behind = 0
+        for r in [*self._draining, self._cur]:
+            if r is not None:
+                behind += max(0, r.size - r.offset)
+        self.stats.behind_bytes = behind
+
+    def _read(self, r: _Reader) -> int:
+        fed = 0
+        try:
+            r.size = os.fstat(r.f.fileno()).st_size
+        except OSError:
+            pass
         while True:
             try:
-                chunk = f.read(READ_CHUNK)
+                chunk = r.f.read(READ_CHUNK)
             except OSError as exc:
-                log.warning("cannot read %s: %s", self.path, exc)
+                self._note_error(f"cannot read {self.path}: {exc.strerror or exc}")
                 break
             if not chunk:
                 break
-            self._offset += len(chunk)
+            r.offset += len(chunk)
+            if r.offset > r.size:
+                r.size = r.offset
             self.stats.bytes_read += len(chunk)
-            fed += self._consume(chunk)
+            self.stats.behind_bytes = max(0, r.size - r.offset)
+            fed += self._consume(r, chunk)
         return fed
 
-    def _consume(self, chunk: bytes) -> int:
-        data = self._partial + chunk if self._partial else chunk
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            self._partial = data
-            if len(data) > self.max_line_bytes:
-                self._drop_oversized()
-            return 0
-        complete, self._partial = data[:cut], data[cut + 1:]
-        if len(self._partial) > self.max_line_bytes:
-            self._drop_oversized()
-        if self._skip_fragment:
-            nl = complete.find(b"\n")
-            self._skip_fragment = False
+    def _consume(self, r: _Reader, chunk: bytes) -> int:
+        if r.skipping:
+            nl = chunk.find(b"\n")
             if nl < 0:
                 return 0
-            complete = complete[nl + 1:]
-        lines = _decode(complete).split("\n")
-        if len(complete) > self.max_line_bytes:
-            kept = [line for line in lines if len(line) <= self.max_line_bytes]
-            self.stats.oversized_lines += len(lines) - len(kept)
-            lines = kept
-        return self.pipeline.feed(lines)
+            chunk = chunk[nl + 1:]
+            r.skipping = False
+        if r.partial:
+            data = r.partial + chunk
+        else:
+            data = chunk.lstrip(b"\0") if chunk[:1] == b"\0" else chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            if len(data) > self.max_line_bytes:
+                self._oversized(r)
+            else:
+                r.partial = data
+            return 0
+        rest = data[cut + 1:]
+        r.partial = b""
+        if len(rest) > self.max_line_bytes:
+            self._oversized(r)
+        else:
+            r.partial = rest
+        return self._emit(data[:cut].split(b"\n"))
 
-    def _drop_oversized(self) -> None:
+    def _oversized(self, r: _Reader) -> None:
         self.stats.oversized_lines += 1
-        self._partial = b""
-        self._skip_fragment = True  # the rest of that line, up to its newline, is dropped too
+        r.partial = b""
+        r.skipping = True  # the rest of that line, up to its newline, is dropped too
         log.debug("dropped a line longer than %d bytes in %s", self.max_line_bytes, self.path)
 
+    def _flush(self, r: _Reader) -> int:
+        data, r.partial = r.partial, b""
+        if not data or r.skipping:
+            return 0
+        return self._emit([data])
 
-def _decode(data: bytes) -> str:
-    text = data.decode("utf-8", "replace")
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
-        if text.endswith("\r"):
-            text = text[:-1]
-    return text
+    def _emit(self, parts: Iterable[bytes]) -> int:
+        limit = self.max_line_bytes
+        lines: list[str] = []
+        for p in parts:
+            if len(p) > limit:
+                self.stats.oversized_lines += 1
+                continue
+            if p[:1] == b"\0":
+                p = p.lstrip(b"\0")
+            text = p.decode("utf-8", "replace")
+            if "\r" in text:
+                if text[-1] == "\r":
+                    text = text[:-1]
+                if "\r" in text:
+                    lines.extend(s for s in text.split("\r") if s)
+                    continue
+            lines.append(text)
+        return self.pipeline.feed(lines) if lines else 0
+
+
+def has_glob(path: str) -> bool:
+    """True when ``path`` contains glob magic (``*``, ``?``, ``[``)."""
+    return glob.has_magic(path)
+
+
+class GlobTailer:
+    """Follows every file matching a glob pattern, each with its own :class:`Tailer`.
+
+    Matches are looked up on every wake-up. Files matching at start-up start at their end (or at 0
+    with ``from_beginning``); files that appear later are read from 0. A tailer whose file has
+    gone and has been drained is dropped with its self-metrics, so a glob over rotating request-log
+    files does not grow the label set without bound.
+
+    Args:
+        pattern: A glob (``glob.glob`` syntax, ``**`` not recursive).
+        claimed: Absolute paths followed by plain-path tailers; they are left to those.
+        Other arguments as for :class:`Tailer`.
+    """
+
+    def __init__(self, pattern: str, pipeline: Pipeline, from_beginning: bool = False,
+                 max_line_bytes: int = 1 << 20, rotate_wait: float = ROTATE_WAIT,
+                 registry: Registry | None = None, clock: Callable[[], float] = time.monotonic,
+                 claimed: set[str] | None = None):
+        self.path = pattern
+        self.pipeline = pipeline
+        self.kw = dict(from_beginning=from_beginning, max_line_bytes=max_line_bytes, rotate_wait=rotate_wait,
+                       registry=registry if registry is not None else Registry(), clock=clock)
+        self.claimed = claimed if claimed is not None else set()
+        self.tailers: dict[str, Tailer] = {}
+        self._started = False
+        with pipeline.lock:
+            pipeline.patterns[pattern] = 0
+
+    def poll(self) -> int:
+        """Look up matches, then poll each matched file; returns lines fed."""
+        matches = {m for m in glob.glob(self.path) if os.path.isfile(m)}
+        for m in sorted(matches):
+            if m not in self.tailers and os.path.abspath(m) not in self.claimed:
+                self.tailers[m] = Tailer(m, self.pipeline, started=self._started, **self.kw)
+        self._started = True
+        fed = 0
+        for m, t in list(self.tailers.items()):
+            fed += t.poll()
+            if m not in matches and t.idle:
+                del self.tailers[m]
+                with self.pipeline.lock:
+                    self.pipeline.files.pop(m, None)
+        with self.pipeline.lock:
+            self.pipeline.patterns[self.path] = len(matches)
+        return fed
+
+    def flush(self) -> int:
+        """Flush every matched file's held partial line."""
+        return sum(t.flush() for t in self.tailers.values())
+
+    def close(self) -> None:
+        """Close every matched file."""
+        for t in self.tailers.values():
+            t.close()
+
+    def watch_dirs(self) -> set[str]:
+        """The deepest directory of the pattern without glob magic, and each match's directories."""
+        base = os.path.abspath(self.path)
+        while has_glob(base):
+            base = os.path.dirname(base)
+        dirs = {base}
+        for t in self.tailers.values():
+            dirs |= t.watch_dirs()
+        return dirs
+
+
+def make_sources(paths: Sequence[str], pipeline: Pipeline, from_beginning: bool = False,
+                 max_line_bytes: int = 1 << 20, rotate_wait: float = ROTATE_WAIT,
+                 clock: Callable[[], float] = time.monotonic) -> list[Tailer | GlobTailer]:
+    """Build one :class:`Tailer` per plain path and one :class:`GlobTailer` per glob.
+
+    Duplicates are followed once; all share one :class:`Registry`, so no file is read twice.
+    """
+    registry = Registry()
+    plain: list[str] = []
+    globs: list[str] = []
+    for p in dict.fromkeys(paths):
+        (globs if has_glob(p) else plain).append(p)
+    claimed = {os.path.abspath(p) for p in plain}
+    kw = dict(from_beginning=from_beginning, max_line_bytes=max_line_bytes, rotate_wait=rotate_wait,
+              registry=registry, clock=clock)
+    sources: list[Tailer | GlobTailer] = [Tailer(p, pipeline, **kw) for p in plain]
+    sources += [GlobTailer(g, pipeline, claimed=claimed, **kw) for g in globs]
+    return sources
+
+
+def _default_observer():
+    from watchdog.observers import Observer
+
+    return Observer()
 
 
 class Follower:
     """Runs tailers in one thread, woken by watchdog file events and by a poll timer.
 
     Args:
-        tailers: The tailers to drive.
+        tailers: The sources to drive (:class:`Tailer`, :class:`GlobTailer`).
         poll_interval: Seconds between polls when no file event arrives.
-        watch_mode: ``"inotify"`` (watchdog's native observer, falling back to polling with one
-            warning when it cannot be set up) or ``"poll"`` (timer only; for NFS/CIFS/overlay).
+        watch_mode: ``"inotify"`` (watchdog's native observer plus the timer; when the observer or a
+            watch cannot be set up, e.g. the inotify watch or instance limit is reached, it falls
+            back to polling with one warning) or ``"poll"`` (timer only; NFS/CIFS/overlay).
+        pipeline: Where the watch mode in use is published (``Pipeline.watch_mode``); by default the
+            first tailer's pipeline.
+        observer_factory: Builds the watchdog observer (tests inject a failing one).
+
+    Attributes:
+        mode: The watch mode in use (``"inotify"`` or ``"poll"``).
+        cycles: Completed passes over all tailers (tests wait on it).
     """
 
-    def __init__(self, tailers: Sequence[Tailer], poll_interval: float = 1.0, watch_mode: str = "inotify"):
+    def __init__(self, tailers: Sequence[Tailer | GlobTailer], poll_interval: float = 1.0,
+                 watch_mode: str = "inotify", pipeline: Pipeline | None = None,
+                 observer_factory: Callable[[], object] = _default_observer):
         self.tailers = list(tailers)
         self.poll_interval = poll_interval
         self.watch_mode = watch_mode
+        self.mode = "poll"
+        self.pipeline = pipeline if pipeline is not None else (self.tailers[0].pipeline if self.tailers else None)
+        self.observer_factory = observer_factory
         self.wake = threading.Event()
         self.stop_event = threading.Event()
+        self.cycles = 0
         self._observer = None
-        self._watched: set[str] = set()
+        self._handler = None
+        self._watched: dict[str, tuple[Ident, object]] = {}
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         """Start the reader thread (and the watchdog observer in inotify mode)."""
         if self.watch_mode == "inotify":
             self._start_observer()
+        self._publish_mode()
         self._thread = threading.Thread(target=self._run, name="log-follower", daemon=True)
         self._thread.start()
 
@@ -229,14 +519,13 @@ class Follower:
         self.wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
-        if self._observer is not None:
-            try:
-                self._observer.stop()
-                self._observer.join(timeout)
-            except Exception:  # pragma: no cover - observer teardown must not block exit
-                log.debug("observer stop failed", exc_info=True)
+        self._stop_observer(timeout)
         for t in self.tailers:
             t.close()
+
+    def is_alive(self) -> bool:
+        """True while the reader thread runs."""
+        return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
         while not self.stop_event.is_set():
@@ -246,16 +535,21 @@ class Follower:
                 except Exception:  # one bad file must not stop the others
                     log.exception("error while reading %s", t.path)
             if self._observer is not None:
-                self._watch_missing_dirs()
+                self._update_watches()
+            self.cycles += 1
             self.wake.wait(self.poll_interval)
             self.wake.clear()
+
+    def _publish_mode(self) -> None:
+        if self.pipeline is not None:
+            with self.pipeline.lock:
+                self.pipeline.watch_mode = self.mode
 
     def _start_observer(self) -> None:
         try:
             from watchdog.events import FileSystemEventHandler
-            from watchdog.observers import Observer
         except ImportError as exc:  # pragma: no cover - watchdog is a dependency
-            log.warning("watchdog unavailable (%s); polling every %.1fs", exc, self.poll_interval)
+            self._fall_back(exc)
             return
         wake = self.wake
 
@@ -264,23 +558,63 @@ class Follower:
                 wake.set()
 
         self._handler = _Waker()
-        self._observer = Observer()
-        self._observer.daemon = True
-        self._watch_missing_dirs()
         try:
+            self._observer = self.observer_factory()
+            self._observer.daemon = True
             self._observer.start()
-        except OSError as exc:
-            log.warning("file events unavailable (%s); polling every %.1fs instead", exc, self.poll_interval)
-            self._observer = None
+            self.mode = "inotify"
+            self._update_watches()
+        except Exception as exc:  # inotify_init/add_watch limits (ENOSPC, EMFILE), no inotify at all
+            self._fall_back(exc)
 
-    def _watch_missing_dirs(self) -> None:
+    def _fall_back(self, exc: BaseException) -> None:
+        reason = exc
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EMFILE):
+            reason = f"{exc}; raise fs.inotify.max_user_watches / max_user_instances"
+        log.warning("file events (inotify) unavailable (%s); polling every %.2fs instead",
+                    reason, self.poll_interval)
+        self._stop_observer(1.0)
+        self.mode = "poll"
+        self._publish_mode()
+
+    def _stop_observer(self, timeout: float) -> None:
+        obs, self._observer = self._observer, None
+        if obs is None:
+            return
+        try:
+            obs.stop()
+            if getattr(obs, "ident", None) is not None:
+                obs.join(timeout)
+        except Exception:  # pragma: no cover - observer teardown must not block exit
+            log.debug("observer stop failed", exc_info=True)
+
+    def _update_watches(self) -> None:
+        """Watch each wanted directory that exists; re-watch one that was removed and re-created."""
+        wanted: set[str] = set()
         for t in self.tailers:
-            d = os.path.dirname(os.path.abspath(t.path))
-            if d in self._watched or not os.path.isdir(d):
+            wanted |= t.watch_dirs()
+        for d in list(self._watched):
+            try:
+                st = os.stat(d)
+                alive = (st.st_dev, st.st_ino) == self._watched[d][0]
+            except OSError:
+                alive = False
+            if not alive or d not in wanted:
+                _, watch = self._watched.pop(d)
+                try:
+                    self._observer.unschedule(watch)
+                except Exception:  # the emitter may already be gone with its directory
+                    pass
+        for d in wanted - set(self._watched):
+            try:
+                st = os.stat(d)
+            except OSError:
+                continue  # directory missing: the timer covers it until it appears
+            if not os.path.isdir(d):
                 continue
             try:
-                self._observer.schedule(self._handler, d, recursive=False)
-                self._watched.add(d)
-            except OSError as exc:
-                log.warning("cannot watch %s (%s); polling every %.1fs instead", d, exc, self.poll_interval)
-                self._watched.add(d)
+                watch = self._observer.schedule(self._handler, d, recursive=False)
+            except Exception as exc:
+                self._fall_back(exc)
+                return
+            self._watched[d] = ((st.st_dev, st.st_ino), watch)
