@@ -251,6 +251,34 @@ class ExporterCollector(Collector):
                                     labels=("path",))
         last = GaugeMetricFamily("sglang_exporter_last_line_timestamp_seconds",
                                  "Wall-clock time the exporter read its latest log line.")
+        rotations = CounterMetricFamily(
+            "sglang_exporter_log_rotations_total",
+            "Times the followed path was found naming another file (rename + create, symlink swap); "
+            "the old file is still read for --log.rotate-wait.", labels=("path",))
+        truncations = CounterMetricFamily(
+            "sglang_exporter_log_truncations_total",
+            "Times the followed file was found shorter than the read offset (copytruncate); reading "
+            "restarts at 0.", labels=("path",))
+        behind = GaugeMetricFamily(
+            "sglang_exporter_log_behind_bytes",
+            "Bytes between the read offset and the end of the followed file (and of a rotated file "
+            "still being drained) at the latest check.", labels=("path",))
+        matched = GaugeMetricFamily(
+            "sglang_exporter_log_glob_matched_files",
+            "Files a --log.path glob matched at the latest check.", labels=("pattern",))
+        watch = GaugeMetricFamily(
+            "sglang_exporter_log_watch_mode_info",
+            "How file changes are noticed: inotify (file events plus the poll timer) or poll (timer only: "
+            "--log.watch-mode=poll, or inotify could not be set up); value 1.", labels=("mode",))
+        with p.lock:
+            for path, fs in sorted(p.files.items()):
+                rotations.add_metric([path], fs.rotations)
+                truncations.add_metric([path], fs.truncations)
+                behind.add_metric([path], fs.behind_bytes)
+            for pattern, n in sorted(p.patterns.items()):
+                matched.add_metric([pattern], n)
+            if p.watch_mode is not None:
+                watch.add_metric([p.watch_mode], 1)
         with p.lock:
             for (kind, result), n in sorted(p.lines.items()):
                 lines.add_metric([kind, result], n)
@@ -265,7 +293,8 @@ class ExporterCollector(Collector):
                                  "Build information of the exporter; value 1.",
                                  labels=("version", "python_version"))
         info.add_metric([__version__, platform.python_version()], 1)
-        return iter([lines, nbytes, opens, oversized, present, last, info])
+        return iter([lines, nbytes, opens, oversized, present, rotations, truncations, behind, matched, watch,
+                     last, info])
 
 
 class GuardedCollectors(Collector):

@@ -42,6 +42,9 @@ class FileStats:
         bytes_read: Bytes read from it.
         present: Whether the path existed at the last check.
         oversized_lines: Lines dropped for exceeding the line-length cap.
+        rotations: Times the path was found naming another file (rename + create, symlink swap).
+        truncations: Times the file was found shorter than the read offset (copytruncate).
+        behind_bytes: Bytes between the read offsets and the ends of the open files at the latest check.
     """
 
     path: str
@@ -49,6 +52,9 @@ class FileStats:
     bytes_read: int = 0
     present: bool = False
     oversized_lines: int = 0
+    rotations: int = 0
+    truncations: int = 0
+    behind_bytes: int = 0
 
 
 class Pipeline:
@@ -62,6 +68,8 @@ class Pipeline:
         lock: Held while applying events and while a collector takes its snapshot.
         lines: Count of lines per ``(kind, result)``, result in ``parsed``/``ignored``/``malformed``.
         files: :class:`FileStats` per followed path.
+        patterns: Number of files each followed glob matched at the latest check.
+        watch_mode: How the follower notices changes (``inotify``/``poll``), ``None`` without one.
         last_line_wall: Wall-clock time of the latest line fed, or ``None``.
     """
 
@@ -76,6 +84,8 @@ class Pipeline:
                 self.lines[(kind, "parsed")] = 0
                 self.lines[(kind, "malformed")] = 0
         self.files: dict[str, FileStats] = {}
+        self.patterns: dict[str, int] = {}  # glob pattern -> files it matched at the latest check
+        self.watch_mode: str | None = None  # "inotify" or "poll" while a follower runs
         self.last_line_wall: float | None = None
         self._clock = clock
 
