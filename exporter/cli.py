@@ -22,7 +22,7 @@ from .gpu import GpuCollector, make_poller
 from .pipeline import Pipeline
 from .settings import Settings, SettingsError, load_settings, parse_listen_address
 from .state import SchedulerStates
-from .tailer import Follower, Tailer
+from .tailer import Follower, has_glob, make_sources
 from .web import WebServer, make_app
 
 log = logging.getLogger("sglang_exporter")
@@ -67,15 +67,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _one_shot(settings: Settings, pipeline: Pipeline) -> int:
-    path = settings.log.path or str(sample_log_path())
-    if not os.path.isfile(path):
-        return _usage_error(f"setting log.path (--log.path): {path!r} is not a readable file")
-    tailer = Tailer(path, pipeline, from_beginning=True, max_line_bytes=settings.log.max_line_bytes)
+    paths = settings.log.paths or [str(sample_log_path())]
+    for path in paths:
+        if not (has_glob(path) or os.path.isfile(path)):
+            return _usage_error(f"setting log.path (--log.path): {path!r} is not a readable file")
+    sources = make_sources(paths, pipeline, from_beginning=True, max_line_bytes=settings.log.max_line_bytes)
     try:
-        tailer.poll()
-        tailer.flush()
+        for source in sources:
+            source.poll()
+            source.flush()
     finally:
-        tailer.close()
+        for source in sources:
+            source.close()
     sys.stdout.write(generate_latest(build_registry(pipeline, None)).decode())
     sys.stdout.flush()
     return 0
@@ -87,15 +90,16 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
     tmpdir = None
     if settings.demo and not settings.log.path:
         tmpdir = tempfile.TemporaryDirectory(prefix="sglang-exporter-demo-")
-        path = str(Path(tmpdir.name) / "sglang.log")
-        Path(path).touch()
-        replayer = Replayer(Path(path))
-        from_beginning = True
+        demo_path = Path(tmpdir.name) / "sglang.log"
+        demo_path.touch()
+        replayer = Replayer(demo_path)
+        paths, from_beginning = [str(demo_path)], True
     else:
-        path = settings.log.path
-        from_beginning = settings.log.from_beginning
-    tailer = Tailer(path, pipeline, from_beginning=from_beginning, max_line_bytes=settings.log.max_line_bytes)
-    follower = Follower([tailer], settings.log.poll_interval, settings.log.watch_mode)
+        paths, from_beginning = settings.log.paths, settings.log.from_beginning
+    sources = make_sources(paths, pipeline, from_beginning=from_beginning,
+                           max_line_bytes=settings.log.max_line_bytes, rotate_wait=settings.log.rotate_wait)
+    follower = Follower(sources, settings.log.poll_interval, settings.log.watch_mode, pipeline=pipeline)
+    path = ", ".join(paths)
     # NVML describes this machine now, so it runs only here, never in one-shot mode (a recorded log).
     gpu_poller = make_poller(settings.gpu) if settings.gpu.enabled else None
     registry = build_registry(pipeline, settings.sglang.idle_after,

@@ -46,8 +46,9 @@ class LogSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str | None = Field(
-        None, description="SGLang server log file to follow (the scheduler's output; may not exist yet). "
-        "Required unless --demo.")
+        None, description="SGLang log file(s) to follow (the scheduler's output; need not "
+        "exist yet): one path, or several paths and quoted globs separated by commas or given by repeating "
+        "the flag, e.g. '/logs/sglang.log,/logs/requests/*.log'. Required unless --demo.")
     from_beginning: CliImplicitFlag[bool] = Field(
         False, description="Read an existing log from its first line at start-up. By default the exporter "
         "starts at the end of the file, so a restarted exporter never counts a line twice.")
@@ -56,10 +57,40 @@ class LogSettings(BaseModel):
     watch_mode: Literal["inotify", "poll"] = Field(
         "inotify", description="How changes are noticed: inotify (file events, plus the poll timer) or poll "
         "(timer only; use on NFS, CIFS and some overlay mounts).")
+    rotate_wait: float = Field(
+        5.0, ge=0, le=3600, description="Seconds a rotated or deleted log file is still read after the path "
+        "names a new file (the writer appends to the old one until it reopens its log).")
     max_line_bytes: int = Field(
         1 << 20, ge=1024, description="Longest log line kept; longer lines are dropped and counted.")
     level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Level of the exporter's own logging (debug shows each malformed line).")
+
+    @property
+    def paths(self) -> list[str]:
+        """The paths and globs of ``path``, split at commas (empty without one)."""
+        return [p.strip() for p in self.path.split(",")] if self.path else []
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _join_paths(cls, value: Any) -> Any:
+        # A TOML array of paths is kept as one comma-separated string, like the flag and the variable.
+        if isinstance(value, (list, tuple)) and all(isinstance(p, str) for p in value):
+            return ",".join(value)
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _check_paths(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        for p in (p.strip() for p in value.split(",")):
+            if not p:
+                raise ValueError("an empty path was given (check for a stray comma)")
+            if "\0" in p:
+                raise ValueError(f"a path cannot contain a NUL byte, got {p!r}")
+            if os.path.isdir(p):
+                raise ValueError(f"{p!r} is a directory; give a file, or a glob such as '{p.rstrip('/')}/*.log'")
+        return value
 
 
 class WebSettings(BaseModel):
@@ -256,6 +287,34 @@ def _names(loc: tuple[Any, ...]) -> str:
     return f"{'.'.join(parts) or 'settings'} (--{dotted}, {env})"
 
 
+def _join_repeated(args: list[str], flag: str) -> list[str]:
+    """Turn a repeated ``flag VALUE`` (or ``flag=VALUE``) into one ``flag V1,V2`` at the first place."""
+    values: list[str] = []
+    out: list[str] = []
+    first = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == flag and i + 1 < len(args):
+            values.append(args[i + 1])
+            i += 2
+        elif a.startswith(flag + "="):
+            values.append(a[len(flag) + 1:])
+            i += 1
+        elif a == "--":
+            out += args[i:]
+            break
+        else:
+            out.append(a)
+            i += 1
+            continue
+        if first is None:
+            first = len(out)
+    if len(values) < 2:
+        return args
+    return out[:first] + [flag, ",".join(values)] + out[first:]
+
+
 def load_settings(argv: list[str] | None = None) -> Settings:
     """Build :class:`Settings` from ``argv`` (default ``sys.argv[1:]``), the environment and the file.
 
@@ -271,6 +330,7 @@ def load_settings(argv: list[str] | None = None) -> Settings:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config.file", dest="config_file")
     known, _ = pre.parse_known_args(args)
+    args = _join_repeated(args, "--log.path")
     config_file = known.config_file or os.environ.get(ENV_PREFIX + "CONFIG__FILE")
     _CONFIG_FILE = Path(config_file) if config_file else None
     try:
