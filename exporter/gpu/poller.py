@@ -186,6 +186,8 @@ class GpuPoller:
             :meth:`health` reports unhealthy; 0 never.
         backoff: ``(first, max)`` seconds between failed ``nvmlInit`` attempts (doubling).
         stale_after: Seconds after which a snapshot is stale; default 3 poll intervals + deadline.
+        xid_wait_ms: Timeout of one ``nvmlEventSetWait_v2`` (bounds how long :meth:`stop` waits for
+            the XID thread, since the wait cannot be interrupted).
         clock: Monotonic clock (seconds).
     """
 
@@ -194,6 +196,7 @@ class GpuPoller:
                  uuids: list[str] | None = None, uuids_file: str | None = None,
                  xid_events: bool = True, unknown_error_threshold: int = 3,
                  backoff: tuple[float, float] = (1.0, 60.0), stale_after: float | None = None,
+                 xid_wait_ms: int = 500,
                  clock: Callable[[], float] = time.monotonic):
         self.loader = loader
         self.poll_interval = poll_interval
@@ -206,6 +209,7 @@ class GpuPoller:
         self.backoff = backoff
         self.stale_after = stale_after if stale_after is not None else 3 * poll_interval + cycle_timeout
         self.clock = clock
+        self.xid_wait_ms = xid_wait_ms
 
         self.lock = threading.Lock()
         self.nv: Any = None                       # the pynvml module once initialised
@@ -677,7 +681,8 @@ class GpuPoller:
         try:
             while registered and not stop.is_set() and not self._stop.is_set():
                 try:
-                    data = self._xid_call("nvmlEventSetWait_v2", nv.nvmlEventSetWait_v2, event_set, 500)
+                    data = self._xid_call("nvmlEventSetWait_v2", nv.nvmlEventSetWait_v2, event_set,
+                                          self.xid_wait_ms)
                 except nv.NVMLError as exc:
                     kind = error_kind(exc)
                     if kind == "Timeout":
