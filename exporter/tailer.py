@@ -558,6 +558,9 @@ class Follower:
                 wake.set()
 
         self._handler = _Waker()
+        wd_log = logging.getLogger("watchdog")
+        if wd_log.level == logging.NOTSET:  # its per-event debug lines would wake us when stderr is in a watched dir
+            wd_log.setLevel(logging.INFO)
         try:
             self._observer = self.observer_factory()
             self._observer.daemon = True
