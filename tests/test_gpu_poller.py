@@ -196,6 +196,7 @@ def test_unknown_errors_fail_healthz_after_the_threshold(fake, pollers):
         assert p.health()[0] is (i < 3)
     ok, text = p.health()
     assert not ok and "Unknown" in text
+    assert val(scrape(p), "sglang_gpu_up") == 0  # no GPU answers
     assert val(scrape(p), "sglang_gpu_nvml_errors_total", call="nvmlDeviceGetMemoryInfo_v2", kind="Unknown") == 6
     del fake.fail[("*", None)]
     p.run_cycle()

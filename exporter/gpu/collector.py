@@ -62,7 +62,8 @@ class GpuCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("sglang_gpu_up", "1 when NVML is initialised and the latest poll cycle read the "
-                               "device list within its deadline and is not stale.")
+                               "device list within its deadline, is not stale, and at least one reported GPU "
+                               "answered.")
         if self.poller is None:
             up.add_metric([], 0)
             return iter([up])

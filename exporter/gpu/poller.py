@@ -137,8 +137,8 @@ class GpuStatus:
     """What the collector serves, copied under the poller's lock at scrape time.
 
     Attributes:
-        up: NVML is initialised, the latest cycle enumerated devices within its deadline and the
-            snapshot is fresh.
+        up: NVML is initialised, the latest cycle enumerated devices within its deadline, the
+            snapshot is fresh, and at least one reported device answered (or none is selected).
         init_error: Kind of the latest failed ``nvmlInit`` while NVML is not initialised, else None.
         driver_version, cuda_version: ``nvmlSystemGetDriverVersion``, ``nvmlSystemGetCudaDriverVersion``
             (``"12.4"``); ``""`` when unknown.
@@ -293,7 +293,8 @@ class GpuPoller:
         with self.lock:
             age = None if self._snapshot_at is None else max(0.0, self.clock() - self._snapshot_at)
             stale = self._overrun or age is None or age > self.stale_after
-            up = self.initialized and self._enumerated and not stale
+            reachable = not self._snapshot or any(d.ok for d in self._snapshot)
+            up = self.initialized and self._enumerated and not stale and reachable
             return GpuStatus(
                 up=up, init_error=None if self.initialized else self.init_error,
                 driver_version=self.driver_version, cuda_version=self.cuda_version,
