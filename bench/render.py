@@ -1,0 +1,107 @@
+"""Time the ``/metrics`` render (``generate_latest`` of the command's registry) with 8 DP ranks and 8 GPUs.
+
+Run by ``bench/run.py`` with the project's interpreter; prints one JSON object. The scheduler state is
+filled by feeding the bench log's Prefill/Decode/retraction lines re-tagged ``DP<d> TP<d>`` for
+d = 0..7 through the real pipeline; the GPUs come from the fake NVML backend of ``tests/gpu_fake.py``
+(8 H100s) through the real ``GpuPoller``/``GpuCollector``. Where that backend is not importable the
+render is timed with the 8 DP ranks only and ``gpus`` says 0.
+
+Usage: ``python bench/render.py LOG [ITERATIONS]``
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(_HERE)
+_PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^\]]*\] ")
+
+
+def _dp_lines(log: str, per_rank: int = 5000) -> list[str]:
+    """Stats lines of the bench log, re-tagged for DP ranks 0..7 (``per_rank`` lines each)."""
+    base: list[str] = []
+    with open(log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = _PREFIX.match(line)
+            if m and ("Decode batch" in line or "Prefill batch" in line or "Retract" in line):
+                base.append(line[m.end():].rstrip("\n"))
+                stamp = m.group(1)
+                if len(base) >= per_rank:
+                    break
+    out = []
+    for i, body in enumerate(base):
+        for d in range(8):
+            out.append(f"[{stamp} DP{d} TP{d}] {body}")
+    return out
+
+
+def _gpu_collector():
+    """(collector, poller, how) with 8 fake GPUs, or (None, None, reason) without the fake backend."""
+    sys.path.insert(0, os.path.join(_ROOT, "tests"))
+    try:
+        from gpu_fake import FakeGpu, FakeNvml  # noqa: PLC0415 - optional, test helper
+
+        from exporter.gpu.collector import GpuCollector  # noqa: PLC0415
+        from exporter.gpu.poller import GpuPoller  # noqa: PLC0415
+    except Exception as exc:  # noqa: BLE001 - the GPU collector may not have landed
+        return None, None, f"fake NVML backend unavailable ({type(exc).__name__}: {exc})"
+    nv = FakeNvml([FakeGpu(f"GPU-{i:08x}-0000-0000-0000-{i:012x}") for i in range(8)])
+    poller = GpuPoller(lambda: nv, xid_events=False, poll_interval=3600.0)
+    poller.run_cycle()  # init + one reading of every device, synchronously
+    return GpuCollector(poller), poller, "tests/gpu_fake.py FakeNvml, 8 x FakeGpu"
+
+
+def main() -> None:
+    log = sys.argv[1]
+    iterations = int(sys.argv[2]) if len(sys.argv) > 2 else 300
+    from prometheus_client import generate_latest  # noqa: PLC0415
+
+    from exporter.cli import build_registry  # noqa: PLC0415
+    from exporter.pipeline import Pipeline  # noqa: PLC0415
+    from exporter.state import SchedulerStates  # noqa: PLC0415
+
+    pipeline = Pipeline(SchedulerStates())
+    lines = _dp_lines(log)
+    for i in range(0, len(lines), 4096):
+        pipeline.feed(lines[i:i + 4096])
+    gpu, poller, how = _gpu_collector()
+    kw = {}
+    if gpu is not None and "gpu" in inspect.signature(build_registry).parameters:
+        kw["gpu"] = gpu
+    elif gpu is not None:
+        how = "build_registry() takes no gpu collector; rendered without GPUs"
+        gpu = None
+    registry = build_registry(pipeline, 3600.0, **kw)
+    body = generate_latest(registry)
+    times = []
+    for _ in range(iterations):
+        t = time.perf_counter()
+        generate_latest(registry)
+        times.append(time.perf_counter() - t)
+    if poller is not None:
+        poller.stop(timeout=2)
+    times.sort()
+    text = body.decode()
+    gpus = len({m for m in re.findall(r'sglang_gpu_\w+\{[^}]*uuid="([^"]+)"', text)})
+    print(json.dumps({
+        "dp_ranks": len(pipeline.states.schedulers),
+        "gpus": gpus,
+        "gpu_backend": how,
+        "series": sum(1 for ln in text.splitlines() if ln and not ln.startswith("#")),
+        "bytes": len(body),
+        "iterations": iterations,
+        "p50_ms": 1e3 * statistics.median(times),
+        "p99_ms": 1e3 * times[min(len(times) - 1, int(0.99 * len(times)))],
+        "mean_ms": 1e3 * statistics.fmean(times),
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,456 @@
+#!/usr/bin/env python3
+"""One-command benchmark of sglang-exporter, side by side with google/mtail and a ``grep -c`` floor.
+
+    python3 bench/run.py                  # full run (about 6-8 minutes on 2 cores)
+    python3 bench/run.py --lines 200000 --live-seconds 10    # quick look
+
+Steps (all on this machine, loopback only, every loop bounded):
+
+1. Build a log of ``--lines`` lines (default 2,000,000) from the real corpus ``../shared/corpus``
+   (``bench/genlog.py``: corpus lines by kind in realistic proportions, timestamps re-clocked).
+2. One-shot throughput on that file: ``sglang-exporter --one-shot`` (read, parse, state, all
+   metrics rendered), ``mtail --one_shot`` with ``bench/mtail/sglang.mtail`` (Debian package
+   ``mtail``, installed with apt-get when absent and we are root), and ``grep -c`` as the floor.
+3. Live: the exporter follows a fresh file while lines are appended at ``--rate`` lines/s (200) for
+   ``--live-seconds`` (60), scraped every 15 s like Prometheus: CPU share of one core and RSS of the
+   process (``/proc``). Then, still at that rate, line-to-``/metrics`` delay: a line is written and
+   ``/metrics`` is fetched back to back until its count shows it (p50, p99; the figure includes the
+   last scrape, i.e. it is an upper bound).
+4. ``/metrics`` render time with 8 DP ranks and 8 GPUs from the fake NVML backend (``bench/render.py``).
+
+Prints a table with absolute figures and ratios and writes it as JSON (``--json``, default
+``bench/results.json``). Speed is reported, never asserted: nothing here fails on a slow figure.
+
+The script needs only Python 3.11+. Without an interpreter that can import the project it creates
+``bench/.venv`` and installs the checkout into it (``pip install -e .``), then re-runs itself there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+VENV = BENCH / ".venv"
+TARGETS = {
+    "lines_per_s_vs_mtail": 10.0,   # at least 10x mtail's lines/s on the same file
+    "rss_mb": 50.0,                 # steady-state RSS under 50 MB
+    "cpu_pct_of_core": 1.0,         # under 1% of a core at 200 lines/s
+    "delay_p99_ms": 100.0,          # line-to-/metrics delay p99 under 100 ms
+    "render_ms": 5.0,               # /metrics render under 5 ms
+}
+
+
+# -- environment ------------------------------------------------------------------------------------
+
+def _ensure_project_python() -> None:
+    """Re-exec under an interpreter that can import the project (creating bench/.venv if needed)."""
+    probe = "import exporter.cli, prometheus_client, watchdog"
+    if os.environ.get("SGLANG_BENCH_CHILD") or subprocess.run(
+            [sys.executable, "-c", probe], cwd=ROOT, capture_output=True).returncode == 0:
+        return
+    py = VENV / "bin" / "python"
+    if not py.exists():
+        print(f"creating {VENV} and installing the project into it ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    if subprocess.run([str(py), "-c", probe], cwd=ROOT, capture_output=True).returncode != 0:
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "-e", str(ROOT)], check=True)
+    os.environ["SGLANG_BENCH_CHILD"] = "1"
+    os.execv(str(py), [str(py), str(Path(__file__).resolve()), *sys.argv[1:]])
+
+
+def _ensure_mtail() -> tuple[str | None, str]:
+    """Path of mtail (installing Debian's package if absent and possible), and how it was found."""
+    found = shutil.which("mtail")
+    if found:
+        return found, "found on PATH"
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        return None, "mtail not installed and apt-get unavailable (not root?): mtail column skipped"
+    print("installing Debian package mtail ...", flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "mtail"]):
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            return None, f"{' '.join(cmd)} failed: {r.stderr.strip()[-200:]}"
+    found = shutil.which("mtail")
+    return found, "installed with apt-get" if found else "apt-get install mtail gave no mtail binary"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _version(cmd: list[str]) -> str:
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        return (r.stdout or r.stderr).strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+# -- one-shot ---------------------------------------------------------------------------------------
+
+def _timed(cmd: list[str], stdout_path: Path, timeout: float, env: dict | None = None) -> dict:
+    """Run ``cmd`` to completion; wall seconds, CPU seconds (user+sys) and peak RSS of the process."""
+    with open(stdout_path, "wb") as out:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, env=env)
+        try:
+            _, stderr = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise RuntimeError(f"{cmd[0]} ran past {timeout}s") from None
+        wall = time.perf_counter() - t0
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"wall_s": wall, "rc": p.returncode, "stderr_tail": stderr.decode(errors="replace")[-400:],
+            "ru": ru}
+
+
+class _ChildCpu:
+    """CPU and peak RSS of the next child only (RUSAGE_CHILDREN is cumulative)."""
+
+    def __enter__(self):
+        self.before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return self
+
+    def result(self, after) -> tuple[float, float]:
+        cpu = (after.ru_utime - self.before.ru_utime) + (after.ru_stime - self.before.ru_stime)
+        return cpu, after.ru_maxrss / 1024.0  # ru_maxrss: KiB on Linux; max over all children so far
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _one_shot(name: str, cmd: list[str], lines: int, work: Path, timeout: float) -> dict:
+    with _ChildCpu() as c:
+        r = _timed(cmd, work / f"{name}.out", timeout)
+    cpu, _ = c.result(r["ru"])
+    res = {"command": " ".join(cmd), "wall_s": round(r["wall_s"], 3), "cpu_s": round(cpu, 3),
+           "lines_per_s": round(lines / r["wall_s"]), "lines_per_cpu_s": round(lines / cpu) if cpu else None,
+           "rc": r["rc"]}
+    if r["rc"] not in (0, 1) or (name != "grep" and r["rc"] != 0):
+        res["error"] = r["stderr_tail"]
+    return res
+
+
+def _prom_sum(text: str, metric: str, label_filter: str = "") -> dict[str, float]:
+    """Values of ``metric`` series whose label text contains ``label_filter``, keyed by label text."""
+    out = {}
+    for m in re.finditer(rf"^{metric}\{{([^}}]*)\}} (\S+)$", text, re.M):
+        if label_filter in m.group(1):
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def _agreement(work: Path) -> dict:
+    """Lines of each kind that ours and mtail's program recognised (a sanity check of the comparison)."""
+    ours = (work / "ours.out").read_text(errors="replace")
+    res = {}
+    theirs = (work / "mtail.out").read_text(errors="replace") if (work / "mtail.out").exists() else ""
+    for kind in ("prefill", "decode", "retraction"):
+        o = _prom_sum(ours, "sglang_exporter_log_lines_total", f'kind="{kind}",result="parsed"')
+        t = _prom_sum(theirs, "sglang_exporter_log_lines_total", f'kind="{kind}"')
+        res[kind] = {"ours_parsed": int(sum(o.values())), "mtail_matched": int(sum(t.values()))}
+    return res
+
+
+# -- live -------------------------------------------------------------------------------------------
+
+def _proc_cpu_rss(pid: int) -> tuple[float, float]:
+    """(CPU seconds user+sys, RSS MiB) of a process, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / tick
+    rss = 0.0
+    with open(f"/proc/{pid}/status") as f:
+        for row in f:
+            if row.startswith("VmRSS:"):
+                rss = int(row.split()[1]) / 1024.0
+    return cpu, rss
+
+
+def _scrape(url: str) -> tuple[str, float]:
+    t = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=5) as r:
+        body = r.read().decode(errors="replace")
+    return body, time.perf_counter() - t
+
+
+def _lines_seen(body: str) -> float:
+    return sum(_prom_sum(body, "sglang_exporter_log_lines_total").values())
+
+
+class _Writer(threading.Thread):
+    """Appends lines at a fixed rate (one write+flush per line, as a logger does) until stopped."""
+
+    def __init__(self, path: Path, lines: list[str], rate: float, max_seconds: float):
+        super().__init__(name="bench-writer", daemon=True)
+        self.path, self.lines, self.rate, self.max_seconds = path, lines, rate, max_seconds
+        self.written = 0
+        self.stop_event = threading.Event()
+        self.probe_lock = threading.Lock()
+        self.probe_request = threading.Event()
+        self.probe_result: tuple[int, float] | None = None
+        self.behind_max_s = 0.0
+
+    def run(self) -> None:
+        period = 1.0 / self.rate
+        start = time.perf_counter()
+        deadline = start + self.max_seconds
+        with open(self.path, "a", encoding="utf-8") as f:
+            i = 0
+            while not self.stop_event.is_set() and time.perf_counter() < deadline:
+                due = start + i * period
+                now = time.perf_counter()
+                if due > now:
+                    time.sleep(due - now)
+                else:
+                    self.behind_max_s = max(self.behind_max_s, now - due)
+                line = self.lines[i % len(self.lines)]
+                probe = self.probe_request.is_set()
+                t_write = time.perf_counter()
+                f.write(line + "\n")
+                f.flush()
+                self.written += 1
+                if probe:
+                    self.probe_request.clear()
+                    self.probe_result = (self.written, t_write)
+                i += 1
+
+
+def _live(py: str, log_lines: list[str], work: Path, rate: float, seconds: float,
+          delay_samples: int) -> dict:
+    path = work / "live.log"
+    path.write_text("")
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    cmd = [py, "-m", "exporter", "--log.path", str(path), "--web.listen-address", f"127.0.0.1:{port}"]
+    env = dict(os.environ, SGLANG_EXPORTER_GPU__ENABLED="false")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(work / "live.err", "wb"), env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("live exporter did not become healthy: "
+                                   + (work / "live.err").read_text(errors="replace")[-400:])
+            time.sleep(0.05)
+        _, rss_idle = _proc_cpu_rss(proc.pid)
+        writer = _Writer(path, log_lines, rate, seconds + 120)
+        writer.start()
+        # Phase 1: steady state at `rate`, scraped every 15 s; the first 5 s are warm-up.
+        time.sleep(min(5.0, seconds / 4))
+        cpu0, _ = _proc_cpu_rss(proc.pid)
+        t0 = time.perf_counter()
+        w0 = writer.written
+        rss_samples, scrape_ms = [], []
+        next_scrape = t0
+        while time.perf_counter() - t0 < seconds:
+            if time.perf_counter() >= next_scrape:
+                _, dt = _scrape(base + "/metrics")
+                scrape_ms.append(dt * 1e3)
+                next_scrape += 15.0
+            rss_samples.append(_proc_cpu_rss(proc.pid)[1])
+            time.sleep(1.0)
+        cpu1, _ = _proc_cpu_rss(proc.pid)
+        elapsed = time.perf_counter() - t0
+        lines_in_phase = writer.written - w0
+        # Phase 2: delay probes, the writer still appending at `rate`.
+        delays = []
+        probe_deadline = time.monotonic() + max(30.0, delay_samples * 0.2)
+        while len(delays) < delay_samples and time.monotonic() < probe_deadline:
+            writer.probe_result = None
+            writer.probe_request.set()
+            while writer.probe_result is None and time.monotonic() < probe_deadline:
+                time.sleep(0.0005)
+            if writer.probe_result is None:
+                break
+            k, t_write = writer.probe_result
+            while time.monotonic() < probe_deadline:
+                body, _ = _scrape(base + "/metrics")
+                if _lines_seen(body) >= k:
+                    delays.append((time.perf_counter() - t_write) * 1e3)
+                    break
+            time.sleep(0.03)  # let the exporter idle between probes, as between real scrapes
+        writer.stop_event.set()
+        writer.join(5)
+        body, _ = _scrape(base + "/metrics")
+        seen = _lines_seen(body)
+        delays.sort()
+        return {
+            "rate_lines_per_s": rate,
+            "seconds": round(elapsed, 1),
+            "lines_written_in_phase": lines_in_phase,
+            "cpu_pct_of_core": round(100.0 * (cpu1 - cpu0) / elapsed, 3),
+            "rss_mb_idle": round(rss_idle, 1),
+            "rss_mb_mean": round(statistics.fmean(rss_samples), 1) if rss_samples else None,
+            "rss_mb_max": round(max(rss_samples), 1) if rss_samples else None,
+            "scrape_ms_http": [round(x, 2) for x in scrape_ms],
+            "delay_samples": len(delays),
+            "delay_p50_ms": round(statistics.median(delays), 2) if delays else None,
+            "delay_p99_ms": round(delays[min(len(delays) - 1, int(0.99 * len(delays)))], 2) if delays else None,
+            "delay_max_ms": round(delays[-1], 2) if delays else None,
+            "writer_max_lag_ms": round(writer.behind_max_s * 1e3, 2),
+            "lines_written": writer.written,
+            "lines_seen_by_exporter": int(seen),
+        }
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# -- report -----------------------------------------------------------------------------------------
+
+def _ratio(a, b):
+    return round(a / b, 2) if a and b else None
+
+
+def _table(res: dict) -> str:
+    os_ = res["one_shot"]
+    ours, mt, gr = os_.get("ours", {}), os_.get("mtail", {}), os_.get("grep", {})
+    live, render = res.get("live", {}), res.get("render", {})
+    t = TARGETS
+    fmt = lambda v, spec="{:,.0f}": "n/a" if v is None else spec.format(v)  # noqa: E731
+    rows = [
+        ("one-shot lines/s, sglang-exporter", fmt(ours.get("lines_per_s")), ""),
+        ("one-shot lines/s, mtail", fmt(mt.get("lines_per_s")), ""),
+        ("one-shot lines/s, grep -c (floor)", fmt(gr.get("lines_per_s")), ""),
+        ("ratio ours / mtail (lines/s)", fmt(res["ratios"].get("ours_vs_mtail_lines_per_s"), "{:.2f}x"),
+         f">= {t['lines_per_s_vs_mtail']:.0f}x"),
+        ("ratio ours / mtail (lines per CPU-s)", fmt(res["ratios"].get("ours_vs_mtail_lines_per_cpu_s"), "{:.2f}x"), ""),
+        ("ratio ours / grep (lines/s)", fmt(res["ratios"].get("ours_vs_grep_lines_per_s"), "{:.3f}x"), ""),
+        (f"live RSS MB (mean / max) at {live.get('rate_lines_per_s', 0):.0f} lines/s",
+         f"{fmt(live.get('rss_mb_mean'), '{:.1f}')} / {fmt(live.get('rss_mb_max'), '{:.1f}')}",
+         f"< {t['rss_mb']:.0f}"),
+        ("live CPU % of one core", fmt(live.get("cpu_pct_of_core"), "{:.2f}"), f"< {t['cpu_pct_of_core']:.0f}"),
+        ("line-to-/metrics delay p50 ms", fmt(live.get("delay_p50_ms"), "{:.1f}"), ""),
+        ("line-to-/metrics delay p99 ms", fmt(live.get("delay_p99_ms"), "{:.1f}"), f"< {t['delay_p99_ms']:.0f}"),
+        (f"/metrics render p50 ms ({render.get('dp_ranks', '?')} DP ranks, {render.get('gpus', '?')} GPUs, "
+         f"{render.get('series', '?')} series)", fmt(render.get("p50_ms"), "{:.2f}"), f"< {t['render_ms']:.0f}"),
+        ("/metrics render p99 ms", fmt(render.get("p99_ms"), "{:.2f}"), ""),
+    ]
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    out = [f"| {'measure'.ljust(w0)} | {'value'.rjust(w1)} | target |", f"|{'-' * (w0 + 2)}|{'-' * (w1 + 1)}:|---|"]
+    out += [f"| {a.ljust(w0)} | {b.rjust(w1)} | {c} |" for a, b, c in rows]
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lines", type=int, default=2_000_000, help="lines in the generated log (default 2,000,000)")
+    ap.add_argument("--corpus", default=str(ROOT.parent / "shared" / "corpus"), help="directory of *.log")
+    ap.add_argument("--rate", type=float, default=200.0, help="live append rate, lines/s (default 200)")
+    ap.add_argument("--live-seconds", type=float, default=60.0, help="live measuring window (default 60)")
+    ap.add_argument("--delay-samples", type=int, default=300, help="line-to-/metrics probes (default 300)")
+    ap.add_argument("--skip-mtail", action="store_true", help="do not run (or install) mtail")
+    ap.add_argument("--json", default=str(BENCH / "results.json"), help="where to write the results")
+    ap.add_argument("--workdir", help="keep the generated files here (default: a temporary directory)")
+    args = ap.parse_args()
+    _ensure_project_python()
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(BENCH))
+    import genlog  # noqa: PLC0415 - after the interpreter is settled
+
+    py = sys.executable
+    tmp = None
+    if args.workdir:
+        work = Path(args.workdir)
+        work.mkdir(parents=True, exist_ok=True)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="sglang-exporter-bench-")
+        work = Path(tmp.name)
+    started = time.time()
+    try:
+        res: dict = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                                 "platform": platform.platform(), "cpu": _cpu_model()},
+                     "targets": TARGETS}
+        log = work / "bench.log"
+        print(f"[1/4] building {args.lines:,} lines from {args.corpus} ...", flush=True)
+        res["log"] = genlog.build(str(log), args.lines, args.corpus)
+        res["log"]["proportions"] = genlog.PROPORTIONS
+        n = args.lines
+        print("[2/4] one-shot: grep, sglang-exporter, mtail ...", flush=True)
+        one: dict = {}
+        one["grep"] = _one_shot("grep", ["grep", "-c", "batch", str(log)], n, work, 600)
+        one["ours"] = _one_shot("ours", [py, "-m", "exporter", "--log.path", str(log), "--one-shot"], n, work, 900)
+        mtail, how = (None, "skipped (--skip-mtail)") if args.skip_mtail else _ensure_mtail()
+        res["mtail"] = {"found": how}
+        if mtail:
+            res["mtail"]["version"] = _version([mtail, "--version"])
+            progs = work / "mtail-progs"
+            progs.mkdir(exist_ok=True)
+            shutil.copy(BENCH / "mtail" / "sglang.mtail", progs / "sglang.mtail")
+            one["mtail"] = _one_shot("mtail", [mtail, "--progs", str(progs), "--logs", str(log), "--one_shot",
+                                               "--one_shot_format", "prometheus", "--address", "127.0.0.1",
+                                               "--port", str(_free_port()), "--logtostderr=false",
+                                               "--stderrthreshold", "ERROR"], n, work, 1200)
+        res["one_shot"] = one
+        res["agreement"] = _agreement(work)
+        r = res["ratios"] = {}
+        if "mtail" in one:
+            r["ours_vs_mtail_lines_per_s"] = _ratio(one["ours"]["lines_per_s"], one["mtail"]["lines_per_s"])
+            r["ours_vs_mtail_lines_per_cpu_s"] = _ratio(one["ours"]["lines_per_cpu_s"], one["mtail"]["lines_per_cpu_s"])
+        r["ours_vs_grep_lines_per_s"] = round(one["ours"]["lines_per_s"] / one["grep"]["lines_per_s"], 4)
+        print(f"[3/4] live: {args.rate:.0f} lines/s for {args.live_seconds:.0f} s, then delay probes ...", flush=True)
+        with open(log, encoding="utf-8") as f:
+            live_lines = [next(f).rstrip("\n") for _ in range(min(n, 50_000))]
+        res["live"] = _live(py, live_lines, work, args.rate, args.live_seconds, args.delay_samples)
+        print("[4/4] /metrics render with 8 DP ranks and 8 GPUs ...", flush=True)
+        rr = subprocess.run([py, str(BENCH / "render.py"), str(log), "300"], capture_output=True, text=True,
+                            timeout=600, cwd=ROOT)
+        res["render"] = json.loads(rr.stdout) if rr.returncode == 0 else {"error": rr.stderr[-400:]}
+        res["total_seconds"] = round(time.time() - started, 1)
+        res["table"] = _table(res)
+        Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
+        print()
+        print(res["table"])
+        print(f"\nline kinds recognised (ours parsed / mtail matched): {res['agreement']}")
+        print(f"written to {args.json}; {res['total_seconds']:.0f} s in all")
+        return 0
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for row in f:
+                if row.startswith("model name"):
+                    return row.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
