@@ -1,0 +1,102 @@
+"""Logging helpers for SGLang's ``SGLANG_LOGGING_CONFIG_PATH``, shipped in the sidecar's ConfigMap.
+
+SGLang's ``configure_logger(server_args, prefix)`` formats every line as
+``[%(asctime)s{prefix}] %(message)s`` with the scheduler's rank tags as prefix (`` DP0 TP1`` ...).
+When ``SGLANG_LOGGING_CONFIG_PATH`` is set, SGLang loads that dictConfig instead and the prefix
+argument is dropped, so a plain format string would lose the rank tags the exporter counts by.
+Every SGLang scheduler process sets its process title to ``sglang::scheduler`` + the same prefix
+with spaces turned into ``_`` *before* it configures logging (``run_scheduler_process``, 2024-08
+to 2026), so :class:`RankPrefixFilter` recovers the tags from the title and puts them in the
+record as ``rank_prefix``; other processes (tokenizer/HTTP, detokenizer) get an empty prefix,
+exactly as SGLang prints them.
+
+:class:`SharedFileHandler` appends to one file from many processes (every scheduler process loads
+the same config) and keeps it bounded without the multi-process hazard of
+``RotatingFileHandler``: it reopens the path when another process has rotated it, and the process
+that sees the file past ``max_bytes`` renames it to ``<path>.1`` (replacing the previous one), so
+the disk use stays below about twice ``max_bytes``. The exporter follows the rename
+(``--log.rotate-wait``).
+
+Only the standard library and ``setproctitle`` (a dependency of SGLang) are used.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import re
+
+__all__ = ["RankPrefixFilter", "SharedFileHandler", "prefix_from_title"]
+
+_TITLE = re.compile(r"^sglang::scheduler((?:_[A-Z_]+?\d+)*)\s*$")
+_TAG = re.compile(r"_((?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d+)")
+
+
+def prefix_from_title(title: str) -> str:
+    """SGLang's logger prefix (e.g. ``" DP0 TP1"``) from a process title such as
+    ``sglang::scheduler_DP0_TP1``; ``""`` for any other title."""
+    match = _TITLE.match(title or "")
+    if not match:
+        return ""
+    return "".join(" " + tag for tag in _TAG.findall(match.group(1)))
+
+
+def _current_title() -> str:
+    try:
+        import setproctitle  # SGLang depends on it and sets the title before configuring logging
+    except ImportError:  # pragma: no cover - outside SGLang
+        return ""
+    return setproctitle.getproctitle()
+
+
+class RankPrefixFilter(logging.Filter):
+    """Adds ``record.rank_prefix``: the scheduler's rank tags with a leading space, or ``""``.
+
+    ``prefix``: a fixed prefix instead of the process title (tests, or SGLANG_DP_RANK setups).
+    The title is read once per process (it is set before logging is configured and never changes).
+    """
+
+    def __init__(self, name: str = "", prefix: str | None = None) -> None:
+        super().__init__(name)
+        self._fixed = prefix
+        self._cache: tuple[int, str] | None = None
+
+    def _prefix(self) -> str:
+        if self._fixed is not None:
+            return self._fixed
+        pid = os.getpid()
+        if self._cache is None or self._cache[0] != pid:
+            self._cache = (pid, prefix_from_title(_current_title()))
+        return self._cache[1]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.rank_prefix = self._prefix()
+        return True
+
+
+class SharedFileHandler(logging.handlers.WatchedFileHandler):
+    """Append-only file handler safe for several writer processes, bounded by rename rotation.
+
+    ``max_bytes``: size after which the file is renamed to ``<filename>.1`` (0: never).
+    """
+
+    def __init__(self, filename: str, max_bytes: int = 0, encoding: str | None = "utf-8",
+                 delay: bool = False) -> None:
+        super().__init__(filename, mode="a", encoding=encoding, delay=delay)
+        self.max_bytes = int(max_bytes)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.reopenIfNeeded()
+            if self.max_bytes > 0 and self.stream is not None:
+                if os.fstat(self.stream.fileno()).st_size >= self.max_bytes:
+                    try:
+                        os.replace(self.baseFilename, self.baseFilename + ".1")
+                    except FileNotFoundError:
+                        pass  # another process rotated it a moment ago
+                    self.reopenIfNeeded()
+        except Exception:  # never let logging break the server
+            self.handleError(record)
+            return
+        logging.FileHandler.emit(self, record)
