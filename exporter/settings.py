@@ -235,7 +235,8 @@ class Settings(BaseSettings):
     gpu: GpuSettings = GpuSettings()
     one_shot: CliImplicitFlag[bool] = Field(
         False, description="Read --log.path from its beginning to its end, print every metric in the "
-        "Prometheus text format to stdout and exit 0. No HTTP server.")
+        "Prometheus text format to stdout and exit 0. No HTTP server, and no GPU metrics (NVML describes this "
+        "machine now, not the recorded log).")
     demo: CliImplicitFlag[bool] = Field(
         False, description="Replay the bundled sample log (real SGLang lines) into a temporary file at "
         "its recorded pace, in a loop, and serve live metrics from it. No GPU or SGLang needed.")
