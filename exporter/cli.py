@@ -48,6 +48,11 @@ def _usage_error(message: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit code (see the module docstring)."""
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "report":  # `sglang-exporter report LOG...`: offline report, own --help
+        from .report import main as report_main
+        return report_main(argv[1:])
     try:
         settings = load_settings(argv)
     except SettingsError as exc:
