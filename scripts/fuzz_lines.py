@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Long fuzz run of the parser and the tailer (issue 3): real corpus lines, mutated.
+
+Mutations as in tests/test_tail_fuzz.py: cut, spliced with another line, junk bytes inserted (CR,
+NUL, invalid UTF-8, separators), re-encoded as Latin-1, duplicated. The lines are written to a real
+file in random-sized pieces and followed by the real :class:`exporter.tailer.Tailer`; each line is also
+given to the parser directly. Reported: lines generated, lines the tailer counted, exceptions (a
+raise anywhere, or a parser error that parse_line caught), counter decreases.
+
+    python scripts/fuzz_lines.py --lines 1000000 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from exporter.parser import Malformed, parse_line  # noqa: E402
+from exporter.pipeline import Pipeline  # noqa: E402
+from exporter.state import SchedulerStates  # noqa: E402
+from exporter.tailer import Tailer  # noqa: E402
+
+TITLES = (b"batch", b"etract", b"max_total_num_tokens", b"server_args", b"Time Stats", b"TimeStats",
+          b"out of memory")
+JUNK = [b"\r", b"\r\n", b"\x00", b"\xff", b"\xc3", b"\xe2\x82", b", ", b": ", b"[", b"]", b"#running-req: ",
+        b"nan", b"-1", b"1e309", b"\t", "\u2028".encode()]
+
+
+def corpus_lines(corpus: Path) -> list[bytes]:
+    out = set()
+    for p in sorted(corpus.glob("*.log")):
+        out |= {line for line in p.read_bytes().split(b"\n") if any(t in line for t in TITLES)}
+    return sorted(out)
+
+
+def mutate(rng: random.Random, real: list[bytes]) -> bytes:
+    line = rng.choice(real)
+    for _ in range(rng.randrange(4)):
+        op = rng.randrange(5)
+        at = rng.randrange(len(line) + 1)
+        if op == 0:
+            line = line[:at]
+        elif op == 1:
+            other = rng.choice(real)
+            line = line[:at] + other[rng.randrange(len(other) + 1):]
+        elif op == 2:
+            ins = rng.choice(JUNK) if rng.random() < 0.7 else rng.randbytes(rng.randrange(1, 9))
+            line = line[:at] + ins.replace(b"\n", b"") + line[at:]
+        elif op == 3:
+            line = line.decode("utf-8", "replace").encode("latin-1", "replace")
+        else:
+            line = line[:at] + line
+    return line.replace(b"\n", b" ")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=1_000_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus")
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    real = corpus_lines(args.corpus)
+    if not real:
+        print(f"no corpus lines in {args.corpus}", file=sys.stderr)
+        return 2
+    exceptions = decreases = expected = 0
+    direct = Counter()
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "sglang.log"
+        path.write_bytes(b"")
+        pipeline = Pipeline(SchedulerStates(40))
+        tailer = Tailer(str(path), pipeline, from_beginning=True, max_line_bytes=1 << 16)
+        tailer.poll()
+        seen = Counter()
+        done = 0
+        with open(path, "ab", buffering=0) as f:
+            while done < args.lines:
+                batch = [mutate(rng, real) for _ in range(min(5000, args.lines - done))]
+                done += len(batch)
+                for line in batch:
+                    try:
+                        ev = parse_line(line.decode("utf-8", "replace"))
+                    except Exception:
+                        exceptions += 1
+                        traceback.print_exc()
+                        continue
+                    if isinstance(ev, Malformed) and ev.reason.startswith("parser error"):
+                        exceptions += 1
+                        print(f"parser error {ev.reason}: {line[:200]!r}", file=sys.stderr)
+                    direct[type(ev).__name__] += 1
+                    text = line.lstrip(b"\0").decode("utf-8", "replace").removesuffix("\r")
+                    expected += len([s for s in text.split("\r") if s]) if "\r" in text else 1
+                data = b"\n".join(batch) + b"\n"
+                pos = 0
+                while pos < len(data):  # random write sizes, polled in between
+                    n = rng.randrange(1, 1 << 16)
+                    f.write(data[pos:pos + n])
+                    pos += n
+                    try:
+                        tailer.poll()
+                    except Exception:
+                        exceptions += 1
+                        traceback.print_exc()
+                    now = Counter(pipeline.lines)
+                    decreases += sum(1 for k in seen if now[k] < seen[k])
+                    seen = now
+        tailer.close()
+        counted = sum(pipeline.lines.values())
+    elapsed = time.monotonic() - t0
+    print(f"lines generated: {args.lines}")
+    print(f"lines counted by the tailer: {counted}; expected {expected} (a bare CR splits a line in two)")
+    print(f"lines by result: " + ", ".join(f"{r}={sum(n for (k, rr), n in pipeline.lines.items() if rr == r)}"
+                                          for r in ("parsed", "malformed", "ignored")))
+    print(f"oversized: {tailer.stats.oversized_lines}")
+    print(f"exceptions: {exceptions}")
+    print(f"counter decreases: {decreases}")
+    print(f"seconds: {elapsed:.1f}")
+    return 1 if exceptions or decreases or counted != expected else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
