@@ -64,7 +64,7 @@ def percentile(sorted_values: list[float], p: float) -> float | None:
     n = len(sorted_values)
     if n == 0:
         return None
-    rank = max(1, math.ceil(p / 100.0 * n))
+    rank = max(1, math.ceil(round(p * n / 100.0, 9)))  # round: 99.9 * 1000 / 100 is 999.0000000000001
     return sorted_values[min(rank, n) - 1]
 
 
