@@ -212,6 +212,26 @@ def test_prometheus_scrapes_exporter_and_rules_compute_the_retraction_share(stac
     assert prom.scalar("group_dp_rank:sglang_scheduler_max_total_tokens:max") == 87552
     assert prom.scalar("group_dp_rank:sglang_scheduler_queue_requests:max") == 29
 
+    # Every dashboard query runs on the real server (variables filled in as Grafana would with "All");
+    # the headline panels return the figures of the log.
+    dashboards = {p.name: json.loads(p.read_text()) for p in (ROOT / "grafana" / "dashboards").glob("*.json")}
+    results = {}
+    for name, board in dashboards.items():
+        for panel in board["panels"]:
+            for t in panel.get("targets", []):
+                expr = t["expr"]
+                for var, val in (("$__rate_interval", "5m"), ("$safety_factor", "0.7"), ("$namespace", ".*"),
+                                 ("$pod", ".*"), ("$dp_rank", ".*"), ("$gpu", ".*")):
+                    expr = expr.replace(var, val)
+                results[(name, panel["title"], t["refId"])] = prom.query(expr)  # raises on a query error
+    ratio_panel = results[("sglang-scheduler.json", "Retraction ratio vs the 5% line", "A")]
+    assert len(ratio_panel) == 1 and math.isclose(float(ratio_panel[0]["value"][1]), expected, rel_tol=1e-9)
+    for key in [("sglang-scheduler.json", "Decode batch size percentiles vs the configured ceiling", "A"),
+                ("sglang-scheduler.json", "Queue wait", "A"),
+                ("sglang-capacity.json", "KV capacity in requests vs ceiling and actual batch", "B"),
+                ("sglang-capacity.json", "Safe capacity (as alerted)", "A")]:
+        assert results[key], key
+
     # Every rule of every group loaded and evaluates without error.
     rules = json.loads(_get(f"{prom.base}/api/v1/rules"))["data"]["groups"]
     loaded = [r for g in rules for r in g["rules"]]
