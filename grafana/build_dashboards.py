@@ -1,6 +1,6 @@
 """Build the Grafana dashboards of sglang-exporter as JSON (run: python grafana/build_dashboards.py).
 
-Writes grafana/dashboards/sglang-{scheduler,gpu,capacity}.json. The JSON files are committed;
+Writes grafana/sglang-{scheduler,gpu,capacity}.json (deploy/generate.py wraps grafana/*.json into ConfigMaps). The JSON files are committed;
 tests/test_dashboards.py checks that they equal this script's output, so edit here and rerun.
 
 Conventions (../shared/notes/design.md section 4): stable uids, a ``${datasource}`` variable on every
@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent / "dashboards"
+OUT = Path(__file__).resolve().parent
 DS = {"type": "prometheus", "uid": "${datasource}"}
 S = 'namespace=~"$namespace", pod=~"$pod", dp_rank=~"$dp_rank"'
 G = 'namespace=~"$namespace", pod=~"$pod", gpu=~"$gpu"'

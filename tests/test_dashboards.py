@@ -21,7 +21,7 @@ from conftest import ROOT
 from test_rules import RULE_FILES, check_references
 
 GRAFANA = ROOT / "grafana"
-FILES = sorted((GRAFANA / "dashboards").glob("*.json"))
+FILES = sorted(GRAFANA.glob("*.json"))
 UIDS = {"sglang-scheduler.json": "sglang-scheduler", "sglang-gpu.json": "sglang-gpu",
         "sglang-capacity.json": "sglang-capacity"}
 #: Values the variables take when an expression is checked outside Grafana.
@@ -141,5 +141,5 @@ def test_file_provisioning():
 
 @pytest.mark.parametrize("name", sorted(UIDS))
 def test_dashboard_json_is_valid(name):
-    d = json.loads((GRAFANA / "dashboards" / name).read_text())
+    d = json.loads((GRAFANA / name).read_text())
     assert d["schemaVersion"] >= 36 and isinstance(d["panels"], list)

@@ -214,7 +214,7 @@ def test_prometheus_scrapes_exporter_and_rules_compute_the_retraction_share(stac
 
     # Every dashboard query runs on the real server (variables filled in as Grafana would with "All");
     # the headline panels return the figures of the log.
-    dashboards = {p.name: json.loads(p.read_text()) for p in (ROOT / "grafana" / "dashboards").glob("*.json")}
+    dashboards = {p.name: json.loads(p.read_text()) for p in (ROOT / "grafana").glob("*.json")}
     results = {}
     for name, board in dashboards.items():
         for panel in board["panels"]:
