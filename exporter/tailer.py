@@ -79,10 +79,11 @@ class Registry:
 class _Reader:
     """One open file descriptor with its read position and held partial line."""
 
-    __slots__ = ("f", "ident", "offset", "partial", "skipping", "deadline", "size")
+    __slots__ = ("f", "ident", "offset", "partial", "skipping", "deadline", "size", "dir")
 
-    def __init__(self, f, ident: Ident, offset: int):
+    def __init__(self, f, ident: Ident, offset: int, dir: str = ""):
         self.f = f
+        self.dir = dir  # directory of the file when opened: watched while it is read (drained)
         self.ident = ident
         self.offset = offset
         self.partial = b""
@@ -154,7 +155,6 @@ class Tailer:
             self.stats.present = True
             ident = (st.st_dev, st.st_ino)
             if self._cur is not None and ident != self._cur.ident:
-                self.stats.rotations += 1
                 log.info("%s was rotated; reading the old file for %.1fs more", self.path, self.rotate_wait)
                 fed += self._retire(now)
             if self._cur is None:
@@ -189,10 +189,12 @@ class Tailer:
         self._draining, self._cur = [], None
 
     def watch_dirs(self) -> set[str]:
-        """Directories whose events should wake this tailer: the path's own and its target's."""
+        """Directories whose events should wake this tailer: the path's own, its target's, and those
+        of the files still open (a rotated file drained in the old target's directory)."""
         dirs = {os.path.dirname(os.path.abspath(self.path))}
         real = os.path.realpath(self.path)
         dirs.add(os.path.dirname(real))
+        dirs.update(r.dir for r in [*self._draining, self._cur] if r is not None and r.dir)
         return dirs
 
     @property
@@ -235,12 +237,14 @@ class Tailer:
                 skipping = False
         if offset:
             f.seek(offset)
-        r = _Reader(f, ident, offset)
+        r = _Reader(f, ident, offset, os.path.dirname(os.path.realpath(self.path)))
         r.skipping = skipping
         r.size = fst.st_size
         reg.open[ident] = self
         self._cur = r
         self._started = True
+        if self.stats.opens:  # another file than before at this path: renamed, re-created, link swapped
+            self.stats.rotations += 1
         self.stats.opens += 1
         log.info("following %s from offset %d", self.path, offset)
 
