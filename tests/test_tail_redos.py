@@ -1,8 +1,9 @@
 """ReDoS guard: megabyte-long crafted lines go through the parser in time linear in their length.
 
 Each crafted line is timed at 64 KiB and at 1 MiB (16x longer) in the same test; the long one may
-take at most 64x the short one (linear with a generous factor 4; quadratic would be 256x). Very
-fast runs pass outright, so CPU noise on a shared machine cannot fail the test."""
+take at most 64x the short one (linear with a generous factor 4; quadratic would be 256x, and
+seconds to minutes in absolute terms). Runs under 0.2 s pass outright, so CPU noise on a shared
+machine cannot fail the test."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ CRAFTED = {
 }
 
 
-def _best_time(line: str, repeat: int = 3) -> float:
+def _best_time(line: str, repeat: int = 5) -> float:
     best = float("inf")
     for _ in range(repeat):
         parser._ORIGIN_CACHE.clear()  # time the work, not the memo
@@ -62,9 +63,9 @@ def test_parse_time_is_linear(name):
     make = CRAFTED[name]
     short, long = make(1 << 16), make(1 << 20)
     assert len(long) >= 1 << 19
-    t_short, t_long = _best_time(short), _best_time(long)
+    t_short, t_long = _best_time(short), _best_time(long)  # best of 5: filters other processes' bursts
     parse_line(long)  # and it does not raise
-    assert t_long < 0.05 or t_long <= 64 * max(t_short, 1e-5), (
+    assert t_long < 0.2 or t_long <= 64 * max(t_short, 1e-5), (
         f"{name}: {t_short * 1e3:.2f} ms at {len(short)} chars, {t_long * 1e3:.2f} ms at {len(long)}")
 
 
