@@ -94,8 +94,9 @@ def test_live_file_scrape_and_sigterm(log_file, promtool):
     try:
         status, body = exp.get("/healthz")
         assert (status, body.strip()) == (200, "ok")
-        first = exp.metrics()
-        assert value(first, "sglang_exporter_log_file_opens_total", path=str(log_file)) == 1
+        # Wait for the follower's first pass (it opens the file at its end) before appending.
+        first = exp.wait_for(lambda m: value(m, "sglang_exporter_log_file_opens_total", path=str(log_file)) == 1,
+                             "the first open of the log")
         assert value(first, "sglang_scheduler_retractions_total", dp_rank="0") is None  # history skipped
 
         storm = (CORPUS / "008-retraction-storm-tokens-gained-uvicorn.log").read_text(encoding="utf-8").splitlines()
