@@ -97,6 +97,32 @@ class Pipeline:
                 stats = self.files[path] = FileStats(path)
             return stats
 
+    def recover_startup_facts(self, data: bytes) -> int:
+        """Apply the start-up facts found in log text that the tailer skips.
+
+        When the exporter starts at the end of an existing log (the default, so nothing is counted
+        twice), the server's start-up lines lie before that point; yet the capacity line
+        (``max_total_num_tokens=...``) and ``server_args=`` describe the running server. This applies
+        those two kinds only: no counter moves and the lines are not counted as read.
+
+        Args:
+            data: Raw bytes of the skipped part of the file (the tailer passes its head).
+
+        Returns:
+            The number of start-up events applied.
+        """
+        events = []
+        for line in data.decode("utf-8", "replace").splitlines():
+            if "max_total_num_tokens=" in line or "server_args=" in line:
+                ev = parse_line(line)
+                if type(ev) in (Capacity, ServerArgs):
+                    events.append(ev)
+        if events:
+            with self.lock:
+                for ev in events:
+                    self.states.apply(ev)
+        return len(events)
+
     def feed(self, lines: Iterable[str]) -> int:
         """Parse and apply complete lines (without their terminators).
 

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 #: Bytes read per ``read`` call.
 READ_CHUNK = 1 << 20
+#: How much of an existing log's head is searched for start-up lines when starting at its end.
+STARTUP_SCAN_BYTES = 64 << 20
 #: Default seconds a rotated or deleted file is still read (fluent-bit's ``rotate_wait`` is 5).
 ROTATE_WAIT = 5.0
 
@@ -233,6 +235,8 @@ class Tailer:
             offset = fst.st_size
             try:
                 skipping = os.pread(f.fileno(), 1, fst.st_size - 1) != b"\n"  # started mid-line
+                # The server's capacity and server_args lines precede the end: keep what they say.
+                self.pipeline.recover_startup_facts(os.pread(f.fileno(), min(fst.st_size, STARTUP_SCAN_BYTES), 0))
             except OSError:
                 skipping = False
         if offset:

@@ -137,6 +137,22 @@ def test_live_file_scrape_and_sigterm(log_file, promtool):
     assert code == 0, "".join(exp.stderr_lines)
 
 
+def test_start_at_end_keeps_the_servers_startup_facts(tmp_path):
+    """Restarted after the server: history is not counted, but the capacity line still counts."""
+    path = tmp_path / "sglang.log"
+    path.write_text((CORPUS / "009-startup-cudagraph-tqdm-warmup-no-rank-tag.log").read_text(encoding="utf-8"))
+    exp = Exporter("--log.path", str(path))
+    try:
+        m = exp.wait_for(lambda m: value(m, "sglang_exporter_log_file_opens_total", path=str(path)) == 1,
+                         "the first open of the log")
+        assert value(m, "sglang_scheduler_max_total_tokens", dp_rank="0") == 87552
+        assert value(m, "sglang_scheduler_max_running_requests", dp_rank="0") == 2048
+        assert value(m, "sglang_scheduler_batches_total", dp_rank="0", phase="prefill") == 0
+        assert value(m, "sglang_exporter_log_lines_total", kind="capacity", result="parsed") == 0
+    finally:
+        assert exp.terminate() == 0
+
+
 def test_waits_for_a_log_that_does_not_exist_yet(tmp_path):
     path = tmp_path / "later" / "sglang.log"
     exp = Exporter("--log.path", str(path), "--web.telemetry-path", "/custom")
