@@ -65,6 +65,30 @@ _ORIGIN_CACHE_MAX = 4096
 _ORIGIN_CACHE_KEY_MAX = 256
 
 
+_EPOCH_CACHE: dict[str, float | None] = {}
+
+
+def _epoch_seconds(m: re.Match) -> float | None:
+    """Whole seconds since the epoch of a :data:`_DATETIME` match (fraction excluded), or None.
+
+    Memoised by the date-time text: the origin memo misses whenever the rank tags or the prefix
+    around the time differ, yet the seconds repeat over many lines, and ``calendar.timegm`` is the
+    dearest step of an origin. Bounded like the origin memo.
+    """
+    key = m.group(0)[:19]  # "YYYY-MM-DD HH:MM:SS": the pattern's fixed-width part
+    if key in _EPOCH_CACHE:
+        return _EPOCH_CACHE[key]
+    y, mo, d, h, mi, s = m.groups()[:6]
+    try:
+        value: float | None = float(calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s))))
+    except (ValueError, OverflowError):
+        value = None
+    if len(_EPOCH_CACHE) >= _ORIGIN_CACHE_MAX:
+        _EPOCH_CACHE.clear()
+    _EPOCH_CACHE[key] = value
+    return value
+
+
 def parse_origin(prefix: str) -> Origin:
     """Read rank tags and timestamp from the text that precedes a line's message.
 
@@ -104,11 +128,8 @@ def parse_origin(prefix: str) -> Origin:
     tod = False
     m = _DATETIME.search(prefix)
     if m:
-        y, mo, d, h, mi, s, frac = m.groups()
-        try:
-            log_time = float(calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s))))
-        except (ValueError, OverflowError):
-            log_time = None
+        log_time = _epoch_seconds(m)
+        frac = m.group(7)
         if log_time is not None and frac:
             log_time += int(frac) / 10 ** len(frac)
     else:
@@ -191,6 +212,14 @@ def _int(value: str) -> int:
 
 
 def _float(value: str) -> float:
+    try:  # fast path: float() itself ignores surrounding blanks, as the rstrip below does
+        result = float(value)
+    except ValueError:
+        pass
+    else:
+        if result != result:  # NaN never comes from SGLang; treat as damage
+            raise _Damaged("NaN")
+        return result
     value = value.rstrip()
     if value.endswith("%"):
         value = value[:-1]
@@ -231,10 +260,14 @@ _PREFILL_PD = {
     "#optimistic-req": "optimistic",
 }
 _DECODE_PD = {"#prealloc-req": "prealloc", "#transfer-req": "transfer", "#retracted-req": "retracted"}
+_USAGE_POOL_ITEMS = tuple(_USAGE_POOL.items())
 
 
 def _kv(fields: dict[str, str]) -> KvUsage:
-    pools = {pool: _float(fields[key]) for key, pool in _USAGE_POOL.items() if key in fields}
+    pools = {}
+    for key, pool in _USAGE_POOL_ITEMS:  # in this order: it is the order of the exported series
+        if key in fields:
+            pools[pool] = _float(fields[key])
     used = None
     for key in _USED_TOKENS:
         if key in fields:
@@ -295,7 +328,9 @@ def _prefill(line: str, start: int, j: int, period_body: bool = False) -> Event 
     j = _skip_title_tail(line, j)
     try:
         fields = _split_fields(line[j:], ". " if period_body else ", ")
-        pd = {name: _int(fields[key]) for key, name in _PREFILL_PD.items() if key in fields}
+        # Most lines print no PD queue: one C-level disjointness test instead of six lookups.
+        pd = ({} if fields.keys().isdisjoint(_PREFILL_PD) else
+              {name: _int(fields[key]) for key, name in _PREFILL_PD.items() if key in fields})
         running = _opt_int(fields, "#running-req", "#running_req")
         return PrefillBatch(
             origin=origin,
@@ -327,7 +362,8 @@ def _decode(line: str, start: int, j: int) -> Event | Malformed:
             accept_len=_opt_float(fields, "accept len"),
             accept_rate=_opt_float(fields, "accept rate"),
             gen_throughput=_opt_float(fields, "gen throughput (token/s)"),
-            pd_queues={name: _int(fields[key]) for key, name in _DECODE_PD.items() if key in fields},
+            pd_queues=({} if fields.keys().isdisjoint(_DECODE_PD) else
+                       {name: _int(fields[key]) for key, name in _DECODE_PD.items() if key in fields}),
             preallocated_usage=_opt_float(fields, "pre-allocated usage"),
             graph=_graph(fields),
         )

@@ -276,7 +276,9 @@ class SchedulerStates:
                 r.queue_request_seconds += r.last_queue * min(dt, QUEUE_SAMPLE_MAX_GAP_SECONDS)
         r.last_queue, r.last_queue_time, r.last_queue_clock = queue, t, clock
 
-    def _stats_gauges(self, s: SchedulerState, ev: PrefillBatch | DecodeBatch, wall: float) -> None:
+    def _stats_gauges(self, s: SchedulerState, ev: PrefillBatch | DecodeBatch, wall: float,
+                      top: float | None) -> None:
+        """Latest-line gauges of a stats line; ``top`` is ``ev.kv.max_device_ratio`` (computed once)."""
         g = s.gauges
         if ev.running_req is not None:
             g["running_requests"] = ev.running_req
@@ -285,7 +287,6 @@ class SchedulerStates:
         kv = ev.kv
         if kv.pools:
             s.kv_pools.update(kv.pools)
-            top = kv.max_device_ratio
             if top is not None:
                 g["kv_usage_ratio"] = top
         if kv.used_tokens is not None:
@@ -307,7 +308,7 @@ class SchedulerStates:
         if top is not None:
             r.kv_usage_decode.observe(top)
         self._integrate_queue(r, ev.origin, ev.queue_req, wall)
-        self._stats_gauges(s, ev, wall)
+        self._stats_gauges(s, ev, wall, top)
         g = s.gauges
         if ev.gen_throughput is not None:
             g["gen_throughput"] = ev.gen_throughput
@@ -337,7 +338,7 @@ class SchedulerStates:
         if top is not None:
             r.kv_usage_prefill.observe(top)
         self._integrate_queue(r, ev.origin, ev.queue_req, wall)
-        self._stats_gauges(s, ev, wall)
+        self._stats_gauges(s, ev, wall, top)
         g = s.gauges
         if ev.pending_token is not None:
             g["pending_tokens"] = ev.pending_token
