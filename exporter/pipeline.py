@@ -142,8 +142,11 @@ class Pipeline:
                 elif type(ev) is Malformed:
                     counts[(ev.kind, "malformed")] += 1
                     log.debug("malformed %s line: %s", ev.kind, ev.reason)
-                else:
-                    apply(ev, wall)
+                elif apply(ev, wall):
                     counts[(KIND_OF[type(ev)], "parsed")] += 1
+                else:
+                    counts[(KIND_OF[type(ev)], "malformed")] += 1
+                    log.debug("dropped %s line of scheduler DP%s: too many schedulers or replicas",
+                              KIND_OF[type(ev)], ev.origin.dp_rank)
             self.last_line_wall = wall
         return len(parsed)

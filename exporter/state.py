@@ -49,6 +49,10 @@ QUEUE_WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 QUEUE_SAMPLE_MAX_GAP_SECONDS = 60.0
 
 DEFAULT_DECODE_LOG_INTERVAL = 40
+#: Most schedulers (DP ranks) tracked; SGLang's DP sizes are far below this, so more means garbage.
+MAX_SCHEDULERS = 1024
+#: Most replicas (distinct PP/ATTN_CP/MOE_DP/TP/EP tag sets) tracked per scheduler.
+MAX_REPLICAS = 4096
 
 
 class Histogram:
@@ -224,13 +228,25 @@ class SchedulerStates:
         """
         return sched.capacity or self.capacity
 
-    def apply(self, event: Event, wall: float | None = None) -> None:
+    def apply(self, event: Event, wall: float | None = None) -> bool:
         """Apply one event.
 
         Args:
             event: A parsed event (never :class:`~exporter.parser.Malformed`).
             wall: Wall-clock time the line was read; defaults to the clock.
+
+        Returns:
+            False when the event was dropped because it names a new scheduler beyond
+            :data:`MAX_SCHEDULERS` or a new replica beyond :data:`MAX_REPLICAS` (garbage rank tags
+            must not grow the series or the memory without bound); True otherwise.
         """
+        origin = event.origin
+        s = self.schedulers.get(origin.dp_rank)
+        if s is None:
+            if len(self.schedulers) >= MAX_SCHEDULERS:
+                return False
+        elif origin.replica not in s.replicas and len(s.replicas) >= MAX_REPLICAS:
+            return False
         if wall is None:
             wall = self._clock()
         kind = type(event)
@@ -251,6 +267,7 @@ class SchedulerStates:
                 s.replica(event.origin.replica).queue_wait.observe(event.queue_duration)
         elif kind is RetractAbort:
             self.scheduler(event.origin.dp_rank).replica(event.origin.replica).retract_aborts += 1
+        return True
 
     # -- per kind -------------------------------------------------------------------------------
 

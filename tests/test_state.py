@@ -191,3 +191,16 @@ def test_full_registry_exposition_lints_clean(promtool):
     text = generate_latest(build_registry(p, None))
     result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=60)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+
+
+def test_garbage_rank_tags_cannot_grow_series_without_bound():
+    from exporter.state import MAX_SCHEDULERS
+
+    lines = [DECODE.format(s=0, tags=f" DP{dp} TP0", r=1, t=1, q=0) for dp in range(MAX_SCHEDULERS + 50)]
+    p = feed(lines)
+    assert len(p.states.schedulers) == MAX_SCHEDULERS
+    assert p.lines[("decode", "parsed")] == MAX_SCHEDULERS
+    assert p.lines[("decode", "malformed")] == 50
+    # Known schedulers keep counting.
+    p.feed([DECODE.format(s=1, tags=" DP0 TP0", r=1, t=1, q=0)])
+    assert p.lines[("decode", "parsed")] == MAX_SCHEDULERS + 1
