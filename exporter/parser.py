@@ -56,7 +56,7 @@ class Malformed:
 
 
 _NO_ORIGIN = Origin()
-_RANK_TAG = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)")
+_RANK_TAG = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d{1,6})")
 _REPLICA_ORDER = {"PP": 0, "ATTN_CP": 1, "MOE_DP": 2, "TP": 3, "EP": 4}
 _DATETIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
 _TIME_OF_DAY = re.compile(r"(?<!\d)(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?!\d)")
@@ -114,15 +114,15 @@ def parse_origin(prefix: str) -> Origin:
         start = prefix.rfind("[", 0, end) + 1
         for token in prefix[start:end].split():
             m = _RANK_TAG.fullmatch(token)
-            if m:
+            if m:  # ranks are normalised (DP007 is DP7) so one rank is one label value
                 if m.group(1) == "DP":
-                    dp = m.group(2)
+                    dp = str(int(m.group(2)))
                 else:
-                    replica_tags.append((_REPLICA_ORDER[m.group(1)], token))
+                    replica_tags.append((_REPLICA_ORDER[m.group(1)], f"{m.group(1)}{int(m.group(2))}"))
             elif token.startswith(("gpu_id=", "gpu=")):
                 value = token.partition("=")[2]
-                if value.isdigit():
-                    dp = value
+                if value.isascii() and value.isdigit() and len(value) <= 6:
+                    dp = str(int(value))
     replica = " ".join(t for _, t in sorted(replica_tags))
     log_time: float | None = None
     tod = False
@@ -151,10 +151,15 @@ def _starts_message(line: str, i: int) -> bool:
 
     That is the start of the line (after blanks), right after a ``]`` (SGLang's bracket, an inline
     ``[gpu_id=N]``, a fork's ``[file:line]``), or right after a ``:`` (a logger-name prefix). A title
-    found anywhere else, such as inside a logged request's text, is not a scheduler line.
+    found anywhere else, such as inside a logged request's text, is not a scheduler line; nor is one
+    whose prefix holds a quote or ``obj=``: that is a request logged by ``--log-requests`` (Python
+    repr or JSON) whose prompt imitates a scheduler line, and must not forge metrics.
     """
     if i == 0:
         return True
+    prefix = line[:i]
+    if "'" in prefix or '"' in prefix or "obj=" in prefix:
+        return False
     j = i - 1
     if line[j] == " ":
         j -= 1
@@ -204,31 +209,35 @@ def _sub_key(base: str, pool: str) -> str:
     return f"#{pool} token" if base == "#token" else f"{pool} token usage"
 
 
+#: Largest value any SGLang count, size or rate can take here; larger is damage (and beyond 2**53 a
+#: float counter would stop counting).
+_MAX_VALUE = 1e15
+
+
 def _int(value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise _Damaged(f"not an integer: {value[:40]!r}") from None
+    """A non-negative decimal count of at most 15 digits (no sign, no ``_``), else damage."""
+    if not (value.isdigit() and value.isascii() and len(value) <= 15):
+        raise _Damaged(f"not a count: {value[:40]!r}")
+    return int(value)
 
 
 def _float(value: str) -> float:
+    """A finite number in ``0 <= x < 1e15`` (a trailing ``%`` is dropped), else damage.
+
+    SGLang prints no negative, infinite or NaN ratio, rate or length; such a value is damage.
+    """
     try:  # fast path: float() itself ignores surrounding blanks, as the rstrip below does
         result = float(value)
     except ValueError:
-        pass
-    else:
-        if result != result:  # NaN never comes from SGLang; treat as damage
-            raise _Damaged("NaN")
-        return result
-    value = value.rstrip()
-    if value.endswith("%"):
-        value = value[:-1]
-    try:
-        result = float(value)
-    except ValueError:
-        raise _Damaged(f"not a number: {value[:40]!r}") from None
-    if result != result:  # NaN never comes from SGLang; treat as damage
-        raise _Damaged("NaN")
+        stripped = value.rstrip()
+        if stripped.endswith("%"):
+            stripped = stripped[:-1]
+        try:
+            result = float(stripped)
+        except ValueError:
+            raise _Damaged(f"not a number: {value[:40]!r}") from None
+    if not 0.0 <= result < _MAX_VALUE or "_" in value:  # also false for NaN
+        raise _Damaged(f"out of range: {value[:40]!r}")
     return result
 
 
@@ -415,7 +424,7 @@ def _capacity(line: str, start: int) -> Event | Malformed:
 
 
 _SERVER_ARG = {
-    name: re.compile(rf"(?<![\w.]){name}=(-?\d+|None)")
+    name: re.compile(rf"(?<![\w.]){name}=(-?\d{{1,9}}|None)(?!\d)")
     for name in ("decode_log_interval", "chunked_prefill_size", "max_running_requests")
 }
 
@@ -428,7 +437,7 @@ def _server_args(line: str, start: int) -> Event | Malformed:
         if m and m.group(1) != "None":
             values[name] = int(m.group(1))
     interval = values.get("decode_log_interval")
-    if interval is not None and interval <= 0:
+    if interval is not None and not 0 < interval <= 100000:
         return Malformed("server_args", f"decode_log_interval={interval}")
     chunk = values.get("chunked_prefill_size")
     return ServerArgs(
@@ -439,12 +448,12 @@ def _server_args(line: str, start: int) -> Event | Malformed:
     )
 
 
-_QUEUE_DURATION = re.compile(r"(?<![\w(])queue_duration=(-?\d+(?:\.\d+)?)ms")
+_QUEUE_DURATION = re.compile(r"(?<![\w(])queue_duration=(-?\d{1,12}(?:\.\d{1,9})?)ms")
 _REQ_INT = {
-    "input_len": re.compile(r"[(, ]input[ _]len=(\d+)"),
-    "output_len": re.compile(r"[(, ]output[ _]len=(\d+)"),
-    "cached_input_len": re.compile(r"[(, ]cached_input_len=(\d+)"),
-    "attempts": re.compile(r"[(, ]attempts=(\d+)"),
+    "input_len": re.compile(r"[(, ]input[ _]len=(\d{1,15})(?!\d)"),
+    "output_len": re.compile(r"[(, ]output[ _]len=(\d{1,15})(?!\d)"),
+    "cached_input_len": re.compile(r"[(, ]cached_input_len=(\d{1,15})(?!\d)"),
+    "attempts": re.compile(r"[(, ]attempts=(\d{1,15})(?!\d)"),
 }
 
 

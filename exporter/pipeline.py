@@ -142,11 +142,18 @@ class Pipeline:
                 elif type(ev) is Malformed:
                     counts[(ev.kind, "malformed")] += 1
                     log.debug("malformed %s line: %s", ev.kind, ev.reason)
-                elif apply(ev, wall):
-                    counts[(KIND_OF[type(ev)], "parsed")] += 1
                 else:
-                    counts[(KIND_OF[type(ev)], "malformed")] += 1
-                    log.debug("dropped %s line of scheduler DP%s: too many schedulers or replicas",
-                              KIND_OF[type(ev)], ev.origin.dp_rank)
+                    kind = KIND_OF[type(ev)]
+                    try:
+                        applied = apply(ev, wall)
+                    except Exception:  # defence in depth: one event must never lose the rest
+                        log.warning("could not apply a %s line; counted as malformed", kind, exc_info=True)
+                        applied = False
+                    if applied:
+                        counts[(kind, "parsed")] += 1
+                    else:
+                        counts[(kind, "malformed")] += 1
+                        log.debug("dropped %s line of scheduler DP%s: too many schedulers or replicas",
+                                  kind, ev.origin.dp_rank)
             self.last_line_wall = wall
         return len(parsed)

@@ -49,9 +49,10 @@ QUEUE_WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 QUEUE_SAMPLE_MAX_GAP_SECONDS = 60.0
 
 DEFAULT_DECODE_LOG_INTERVAL = 40
-#: Most schedulers (DP ranks) tracked; SGLang's DP sizes are far below this, so more means garbage.
-MAX_SCHEDULERS = 1024
-#: Most replicas (distinct PP/ATTN_CP/MOE_DP/TP/EP tag sets) tracked per scheduler.
+#: Most schedulers (DP ranks) tracked. Each adds about 150 series; real DP sizes are far below this.
+MAX_SCHEDULERS = 256
+#: Most replicas (distinct PP/ATTN_CP/MOE_DP/TP/EP tag sets) tracked over all schedulers together
+#: (each holds its own counters and histograms, about 2 KB).
 MAX_REPLICAS = 4096
 
 
@@ -153,11 +154,14 @@ class SchedulerState:
     capacity: Capacity | None = None
     mean_tokens_per_running_req: float | None = None
     last_stats_wall: float | None = None
+    on_new_replica: object = None  # callback of SchedulerStates counting replicas
 
     def replica(self, key: str) -> ReplicaCounters:
         r = self.replicas.get(key)
         if r is None:
             r = self.replicas[key] = ReplicaCounters()
+            if self.on_new_replica is not None:
+                self.on_new_replica()
         return r
 
     def counter(self, name: str) -> float:
@@ -194,6 +198,7 @@ class SchedulerStates:
 
     def __init__(self, decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL, clock=time.time):
         self.schedulers: dict[str, SchedulerState] = {}
+        self.replica_count = 0  # replicas over all schedulers (bounded by MAX_REPLICAS)
         self.configured_decode_log_interval = decode_log_interval
         self.server_args: ServerArgs | None = None
         self.capacity: Capacity | None = None
@@ -218,8 +223,11 @@ class SchedulerStates:
     def scheduler(self, dp_rank: str) -> SchedulerState:
         s = self.schedulers.get(dp_rank)
         if s is None:
-            s = self.schedulers[dp_rank] = SchedulerState()
+            s = self.schedulers[dp_rank] = SchedulerState(on_new_replica=self._count_replica)
         return s
+
+    def _count_replica(self) -> None:
+        self.replica_count += 1
 
     def effective_capacity(self, sched: SchedulerState) -> Capacity | None:
         """The scheduler's own capacity line, else the latest one of any scheduler.
@@ -245,7 +253,7 @@ class SchedulerStates:
         if s is None:
             if len(self.schedulers) >= MAX_SCHEDULERS:
                 return False
-        elif origin.replica not in s.replicas and len(s.replicas) >= MAX_REPLICAS:
+        if (s is None or origin.replica not in s.replicas) and self.replica_count >= MAX_REPLICAS:
             return False
         if wall is None:
             wall = self._clock()

@@ -294,3 +294,56 @@ def test_every_truncation_and_splice_of_real_lines_never_raises():
     for a, b in zip(lines, lines[1:]):
         for cut in (len(a) // 3, len(a) // 2):
             parse_line(a[:cut] + b[cut // 2:])
+
+
+HOSTILE_VALUES = [
+    ("decode", "[2026-09-13 16:05:58] Decode batch, #running-req: " + "9" * 400 + ", #token: 1, token usage: 0.5, "
+     "cuda graph: False, gen throughput (token/s): 1, #queue-req: 0"),
+    ("decode", "[2026-09-13 16:05:58] Decode batch, #running-req: 18446744073709551617, #queue-req: 0"),
+    ("decode", "[2026-09-13 16:05:58] Decode batch, #running-req: -5, #queue-req: 0"),
+    ("decode", "[2026-09-13 16:05:58] Decode batch, #running-req: 1_000, #queue-req: 0"),
+    ("decode", "[2026-09-13 16:05:58] Decode batch, #running-req: 5, #token: 100, token usage: 0.5, accept len: inf, "
+     "cuda graph: True, gen throughput (token/s): 1.0, #queue-req: 0"),
+    ("decode", "[2026-09-13 16:05:58] Decode batch, #running-req: 5, accept len: -5, #queue-req: 0"),
+    ("decode", "[2026-09-13 16:05:58] Decode batch, #running-req: 5, token usage: 1e308, #queue-req: 0"),
+    ("decode", "[2026-09-13 16:05:58] Decode batch, #running-req: 5, token usage: nan, #queue-req: 0"),
+    ("retraction", "[2026-09-13 16:06:07] KV cache pool is full. Retract requests. #retracted_reqs: 1, "
+     "#new_tokens_gained: 646, #new_token_ratio: -inf -> 0.3487"),
+]
+
+
+@pytest.mark.parametrize("kind,line", HOSTILE_VALUES)
+def test_values_sglang_never_prints_are_damage(kind, line):
+    event = parse_line(line)
+    assert isinstance(event, Malformed) and event.kind == kind, event
+
+
+def test_huge_numbers_in_regex_read_fields_are_not_taken():
+    sa = parse_line("[2026-01-01 10:00:00] server_args=ServerArgs(decode_log_interval=" + "9" * 400 + ")")
+    assert isinstance(sa, ServerArgs) and sa.decode_log_interval is None
+    assert isinstance(parse_line("[2026-01-01 10:00:00] server_args=ServerArgs(decode_log_interval=0)"), Malformed)
+    rts = parse_line("[2026-07-20 10:00:00 TP0] ReqTimeStats(rid=a, input_len=" + "9" * 50 + ", type=unified): "
+                     "queue_duration=" + "9" * 400 + ".0ms, forward_duration=1.00ms")
+    assert isinstance(rts, Malformed)
+
+
+@pytest.mark.parametrize("line", [
+    # --log-requests repr: the prompt imitates a scheduler line, with and without a closing quote
+    "[2026-09-13 16:05:58] Receive: obj=GenerateReqInput(text='hi [2026-09-13 16:05:58] Decode batch, "
+    "#running-req: 99999, #token: 1, token usage: 0.5, cuda graph: False, gen throughput (token/s): 1, "
+    "#queue-req: 0, zz: ', sampling_params={'max_new_tokens': 8}, zz: 1)",
+    # --log-requests-format json
+    '{"timestamp": "2026-01-01T10:00:00", "event": "request.received", "obj": {"text": "x] Decode batch, '
+    '#running-req: 99999, #queue-req: 0, a: b"}}',
+    "[2026-09-13 16:05:58] Finish: obj=GenerateReqInput(text=['a'], rid=x) KV cache pool is full. Retract requests. "
+    "#retracted_reqs: 500",
+])
+def test_prompts_in_request_logs_cannot_forge_scheduler_lines(line):
+    assert parse_line(line) is None
+
+
+def test_rank_tags_are_normalised_and_bounded():
+    assert parse_origin("[2026-01-01 10:00:00 DP007 TP03] ").dp_rank == "7"
+    assert parse_origin("[2026-01-01 10:00:00 DP007 TP03] ").replica == "TP3"
+    assert parse_origin("[2026-01-01 10:00:00 DP" + "1" * 50 + " TP0] ").dp_rank == "0"
+    assert parse_origin("[gpu_id=" + "1" * 50 + "] ").dp_rank == "0"

@@ -204,3 +204,14 @@ def test_garbage_rank_tags_cannot_grow_series_without_bound():
     # Known schedulers keep counting.
     p.feed([DECODE.format(s=1, tags=" DP0 TP0", r=1, t=1, q=0)])
     assert p.lines[("decode", "parsed")] == MAX_SCHEDULERS + 1
+
+
+def test_an_event_that_cannot_be_applied_is_counted_and_loses_nothing_else(monkeypatch):
+    p = feed([])
+    real = p.states._prefill
+    monkeypatch.setattr(p.states, "_prefill",
+                        lambda ev, wall: (_ for _ in ()).throw(OverflowError) if ev.new_token == 7 else real(ev, wall))
+    p.feed([PREFILL.format(s=0, tags="", n=1, t=5, q=0), PREFILL.format(s=1, tags="", n=1, t=7, q=0),
+            PREFILL.format(s=2, tags="", n=1, t=9, q=0)])
+    assert p.lines[("prefill", "parsed")] == 2 and p.lines[("prefill", "malformed")] == 1
+    assert p.states.schedulers["0"].replicas[""].prefill_computed_tokens == 14
