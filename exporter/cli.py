@@ -6,6 +6,7 @@ Exit codes: 0 on success (one-shot done, or stopped by SIGTERM/SIGINT), 1 on a r
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import signal
@@ -65,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     if not settings.demo and not settings.log.path:
         return _usage_error("setting log.path (--log.path, SGLANG_EXPORTER_LOG__PATH) is required "
                             "(or use --demo)")
+    if settings.demo and settings.log.path:
+        return _usage_error("setting demo (--demo) replays the bundled sample log; it cannot be combined "
+                            "with log.path (--log.path)")
     pipeline = Pipeline(SchedulerStates(settings.sglang.decode_log_interval))
     if settings.one_shot:
         return _one_shot(settings, pipeline)
@@ -74,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
 def _one_shot(settings: Settings, pipeline: Pipeline) -> int:
     paths = settings.log.paths or [str(sample_log_path())]
     for path in paths:
-        if not (has_glob(path) or os.path.isfile(path)):
+        if has_glob(path):
+            if not any(os.path.isfile(m) for m in glob.glob(path)):
+                return _usage_error(f"setting log.path (--log.path): {path!r} matches no file")
+        elif not (os.path.isfile(path) and os.access(path, os.R_OK)):
             return _usage_error(f"setting log.path (--log.path): {path!r} is not a readable file")
     sources = make_sources(paths, pipeline, from_beginning=True, max_line_bytes=settings.log.max_line_bytes)
     try:

@@ -223,6 +223,19 @@ def _le(bound: float) -> str:
     return repr(float(bound))
 
 
+def path_label(path: str) -> str:
+    """A file path as a label value: valid UTF-8 always.
+
+    A path that is not valid UTF-8 (``os.fsdecode`` keeps its bytes as lone surrogates) would make
+    the whole exposition fail to encode; its undecodable bytes are shown as ``\\xNN`` instead.
+    """
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 class ExporterCollector(Collector):
     """Yields the ``sglang_exporter_*`` self-metrics: lines, bytes, file opens, build info.
 
@@ -272,21 +285,20 @@ class ExporterCollector(Collector):
             "--log.watch-mode=poll, or inotify could not be set up); value 1.", labels=("mode",))
         with p.lock:
             for path, fs in sorted(p.files.items()):
-                rotations.add_metric([path], fs.rotations)
-                truncations.add_metric([path], fs.truncations)
-                behind.add_metric([path], fs.behind_bytes)
+                label = [path_label(path)]
+                rotations.add_metric(label, fs.rotations)
+                truncations.add_metric(label, fs.truncations)
+                behind.add_metric(label, fs.behind_bytes)
+                opens.add_metric(label, fs.opens)
+                nbytes.add_metric(label, fs.bytes_read)
+                present.add_metric(label, 1 if fs.present else 0)
+                oversized.add_metric(label, fs.oversized_lines)
             for pattern, n in sorted(p.patterns.items()):
-                matched.add_metric([pattern], n)
+                matched.add_metric([path_label(pattern)], n)
             if p.watch_mode is not None:
                 watch.add_metric([p.watch_mode], 1)
-        with p.lock:
             for (kind, result), n in sorted(p.lines.items()):
                 lines.add_metric([kind, result], n)
-            for path, fs in sorted(p.files.items()):
-                opens.add_metric([path], fs.opens)
-                nbytes.add_metric([path], fs.bytes_read)
-                present.add_metric([path], 1 if fs.present else 0)
-                oversized.add_metric([path], fs.oversized_lines)
             if p.last_line_wall is not None:
                 last.add_metric([], p.last_line_wall)
         info = GaugeMetricFamily("sglang_exporter_build_info",

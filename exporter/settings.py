@@ -13,7 +13,10 @@ into exit code 2.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
+import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +37,10 @@ ENV_PREFIX = "SGLANG_EXPORTER_"
 #: Default port: outside the 9100-9999 exporter registry range, not dcgm-exporter's 9400, not
 #: SGLang's 30000 nor torch's 29400/29500, and below Linux's ephemeral range.
 DEFAULT_PORT = 18400
+
+
+#: Largest config file read (a TOML file of settings is a few hundred bytes).
+CONFIG_FILE_MAX_BYTES = 1 << 20
 
 
 class SettingsError(Exception):
@@ -61,7 +68,8 @@ class LogSettings(BaseModel):
         5.0, ge=0, le=3600, description="Seconds a rotated or deleted log file is still read after the path "
         "names a new file (the writer appends to the old one until it reopens its log).")
     max_line_bytes: int = Field(
-        1 << 20, ge=1024, description="Longest log line kept; longer lines are dropped and counted.")
+        1 << 20, ge=1024, le=64 << 20,
+        description="Longest log line kept (1 KiB .. 64 MiB); longer lines are dropped and counted.")
     level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Level of the exporter's own logging (debug shows each malformed line).")
 
@@ -126,7 +134,7 @@ class SglangSettings(BaseModel):
         40, ge=1, le=100000, description="Decode steps per 'Decode batch' line (SGLang's "
         "--decode-log-interval). A decode_log_interval= value in the log's server_args line wins.")
     idle_after: float = Field(
-        60.0, gt=0, description="Seconds without a Prefill/Decode line after which a scheduler's "
+        60.0, gt=0, le=86400, description="Seconds without a Prefill/Decode line after which a scheduler's "
         "latest-line gauges (running, queue, KV usage, ...) are no longer exported: SGLang prints "
         "nothing while idle, so the last values would be stale.")
 
@@ -253,31 +261,53 @@ _CONFIG_FILE: Path | None = None
 def _config_file_source(settings_cls) -> PydanticBaseSettingsSource:
     data: dict[str, Any] = {}
     if _CONFIG_FILE is not None:
+        where = "setting config.file (--config.file, SGLANG_EXPORTER_CONFIG__FILE)"
         try:
             with open(_CONFIG_FILE, "rb") as f:
-                data = tomllib.load(f)
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode) or st.st_size > CONFIG_FILE_MAX_BYTES:
+                    raise SettingsError(f"{where}: {_CONFIG_FILE} is not a regular file of at most "
+                                        f"{CONFIG_FILE_MAX_BYTES // 1024} KiB")
+                data = tomllib.loads(f.read(CONFIG_FILE_MAX_BYTES).decode("utf-8"))
         except OSError as exc:
-            raise SettingsError(f"setting config.file (--config.file): cannot read {_CONFIG_FILE}: "
-                                f"{exc.strerror}") from None
+            raise SettingsError(f"{where}: cannot read {_CONFIG_FILE}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise SettingsError(f"{where}: {_CONFIG_FILE} is not UTF-8 text") from None
         except tomllib.TOMLDecodeError as exc:
-            raise SettingsError(f"setting config.file (--config.file): {_CONFIG_FILE} is not valid TOML: "
-                                f"{exc}") from None
+            raise SettingsError(f"{where}: {_CONFIG_FILE} is not valid TOML: {exc}") from None
     return InitSettingsSource(settings_cls, init_kwargs=data)
+
+
+_HOSTNAME = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
 
 
 def parse_listen_address(value: str) -> tuple[str, int]:
     """Split ``HOST:PORT`` (``[V6]:PORT``, ``:PORT`` for all interfaces) into host and port.
 
     Raises:
-        ValueError: when the value is not of that form or the port is outside 0..65535.
+        ValueError: when the value is not of that form, the host is neither an IP address nor a
+            host name, or the port is outside 0..65535.
     """
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"must be HOST:PORT with a port 0..65535, got {value!r}")
+    if not sep or not (port.isascii() and port.isdigit() and len(port) <= 5) or int(port) > 65535:
+        raise ValueError(f"must be HOST:PORT with a port 0..65535, got {value[:80]!r}")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{host[:80]!r} in brackets is not an IPv6 address") from None
     elif ":" in host:
-        raise ValueError(f"IPv6 hosts go in brackets, e.g. [::1]:{port}; got {value!r}")
+        raise ValueError(f"IPv6 hosts go in brackets, e.g. [::1]:{port}; got {value[:80]!r}")
+    elif host:
+        if all(part.isdigit() for part in host.split(".")):
+            try:
+                ipaddress.IPv4Address(host)
+            except ValueError:
+                raise ValueError(f"{host[:80]!r} is not an IPv4 address") from None
+        elif not _HOSTNAME.fullmatch(host):
+            raise ValueError(f"{host[:80]!r} is not a host name or IP address")
     return host, int(port)
 
 

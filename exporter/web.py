@@ -32,6 +32,9 @@ class _Server6(_Server):
 
 
 class _QuietHandler(WSGIRequestHandler):
+    # A client that sends nothing for this long is dropped, so idle connections cannot pile up threads.
+    timeout = 30
+
     def log_message(self, format, *args):  # noqa: A002 - signature of the base class
         log.debug("%s - %s", self.address_string(), format % args)
 
@@ -59,6 +62,11 @@ def make_app(registry: CollectorRegistry, telemetry_path: str = "/metrics",
 
     def app(environ, start_response):
         path = environ.get("PATH_INFO", "/")
+        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+            body = b"method not allowed\n"
+            start_response("405 Method Not Allowed", [("Allow", "GET, HEAD"), ("Content-Type", "text/plain"),
+                                                      ("Content-Length", str(len(body)))])
+            return [body]
         if path == telemetry_path:
             return metrics_app(environ, start_response)
         if path == "/healthz":

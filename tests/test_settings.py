@@ -93,3 +93,32 @@ def test_defaults():
                                            ("[::1]:9", ("::1", 9)), ("localhost:80", ("localhost", 80))])
 def test_listen_address_forms(text, expected):
     assert parse_listen_address(text) == expected
+
+
+@pytest.mark.parametrize("args,name", [
+    (["--log.path", "x", "--log.max-line-bytes", "9223372036854775807"], "--log.max-line-bytes"),
+    (["--log.path", "x", "--sglang.idle-after", "inf"], "--sglang.idle-after"),
+    (["--log.path", "x", "--web.listen-address", "999.1.1.1:18412"], "--web.listen-address"),
+    (["--log.path", "x", "--web.listen-address", "127.0.0.1:" + "9" * 5000], "--web.listen-address"),
+    (["--log.path", "x", "--web.listen-address", "bad_host!:80"], "--web.listen-address"),
+    (["--log.path", "x", "--web.listen-address", "[nope]:80"], "--web.listen-address"),
+    (["--demo", "--log.path", "x"], "--demo"),
+])
+def test_more_bad_values_exit_2(args, name, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert name in err and "Traceback" not in err
+
+
+def test_config_file_that_is_not_a_small_utf8_regular_file_exits_2(tmp_path, capsys):
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes(b"\xff\xfe[log]\n")
+    for cfg in (latin, tmp_path, "/dev/zero"):
+        assert main(["--log.path", "x", "--one-shot", "--config.file", str(cfg)]) == 2
+        err = capsys.readouterr().err
+        assert "config.file" in err and "Traceback" not in err
+
+
+def test_one_shot_glob_matching_nothing_exits_2(tmp_path, capsys):
+    assert main(["--log.path", str(tmp_path / "nomatch*.log"), "--one-shot"]) == 2
+    assert "matches no file" in capsys.readouterr().err
