@@ -507,6 +507,16 @@ def make_sources(paths: Sequence[str], pipeline: Pipeline, from_beginning: bool 
     return sources
 
 
+class _DropShutdownRace(logging.Filter):
+    """Drops watchdog's "queue_events() called when the thread is inactive" (an event during stop)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "called when the thread is inactive" not in record.getMessage()
+
+
+_SHUTDOWN_RACE_FILTER = _DropShutdownRace()
+
+
 def _default_observer():
     from watchdog.observers import Observer
 
@@ -623,6 +633,8 @@ class Follower:
                 wake.set()
 
         self._handler = _Waker()
+        # watchdog logs an ERROR when an event races its own shutdown; nothing is lost then.
+        logging.getLogger("watchdog.observers.inotify").addFilter(_SHUTDOWN_RACE_FILTER)
         wd_log = logging.getLogger("watchdog")
         if wd_log.level == logging.NOTSET:  # its per-event debug lines would wake us when stderr is in a watched dir
             wd_log.setLevel(logging.INFO)
