@@ -119,7 +119,7 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
     host, port = parse_listen_address(settings.web.listen_address)
 
     def health() -> tuple[bool, str]:
-        alive = follower._thread is not None and follower._thread.is_alive()
+        alive = follower.is_alive()
         if alive and gpu_poller is not None:
             return gpu_poller.health()  # 503 after repeated NVML "Unknown" errors (lost device access)
         return (True, "ok") if alive else (False, "log follower thread is not running")
