@@ -23,6 +23,7 @@ Percentiles are nearest-rank: the p-th percentile of n sorted samples is sample 
 from __future__ import annotations
 
 import argparse
+import errno
 import gzip
 import json
 import math
@@ -30,6 +31,7 @@ import os
 import re
 import sys
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -55,6 +57,37 @@ OFFLINE_RANGE = (0.6, 0.7)
 MAX_LINE_BYTES = 1 << 20
 #: Inputs larger than this show progress on a terminal.
 PROGRESS_MIN_BYTES = 64 << 20
+#: Largest number the report accepts from a value it reads itself (Finish records, the KV allocation
+#: line, server_args); larger, negative, NaN or infinite is damage, counted and ignored. The same
+#: bound as the parser's: no SGLang count, size, length or latency comes near it.
+MAX_VALUE = 1e15
+#: Bounds of the numeric options (``--decode-log-interval`` as the main command's setting).
+DECODE_LOG_INTERVAL_RANGE = (1, 100000)
+WINDOW_RANGE = (0.001, 1e9)
+KV_BYTES_RANGE = (0.0, 64.0)  # exclusive low: fp4 is 0.5, float64 8
+
+
+def _value(text: str) -> float | None:
+    """``text`` as a finite number in ``0 <= x <= MAX_VALUE``, else ``None`` (never raises)."""
+    if len(text) > 40:  # also keeps int()/float() away from huge digit strings
+        return None
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) and 0 <= x <= MAX_VALUE else None
+
+
+def display_path(path: str) -> str:
+    """``path`` (or any command-line text) as valid Unicode: bytes that are not UTF-8 as ``\\xNN``.
+
+    Python decodes such bytes of file names and arguments to lone surrogates (``surrogateescape``);
+    a lone surrogate is not valid UTF-8, so strict JSON parsers and UTF-8 writers reject it.
+    """
+    try:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that no undecodable byte produced
+        return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # -- small numeric helpers ------------------------------------------------------------------------
@@ -146,8 +179,8 @@ _FINISH_NUM = {
     name: re.compile(rf"['\"]{name}['\"]:\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
     for name in ("e2e_latency", "queue_time", "prompt_tokens", "completion_tokens", "cached_tokens")
 }
-_KV_ALLOC = re.compile(r"KV Cache is allocated\. #tokens: (\d+), (?:K size: ([\d.]+) GB, V size: ([\d.]+) GB"
-                       r"|KV size: ([\d.]+) GB)")
+_KV_ALLOC = re.compile(r"KV Cache is allocated\. #tokens: (\S+), (?:K size: (\S+) GB, V size: (\S+) GB"
+                       r"|KV size: (\S+) GB)")
 _LINE_START = re.compile(r"^\s*(?:\(\w+ pid=\d+\) )?\[\d")
 
 
@@ -163,6 +196,8 @@ class FinishRecords:
     queue_time: list[float] = field(default_factory=list)
     prompt_tokens: list[int] = field(default_factory=list)
     completion_tokens: list[int] = field(default_factory=list)
+    #: Values that were negative, not finite or over :data:`MAX_VALUE` (damage), ignored.
+    rejected: int = 0
     _pending: list[str] = field(default_factory=list)
 
     @staticmethod
@@ -192,10 +227,14 @@ class FinishRecords:
         for name, pattern in _FINISH_NUM.items():
             m = pattern.search(text)
             if m:
-                values[name] = float(m.group(1))
+                x = _value(m.group(1))
+                if x is None:
+                    self.rejected += 1
+                else:
+                    values[name] = x
         if "e2e_latency" in values:
             self.e2e_latency.append(values["e2e_latency"])
-        if "queue_time" in values and values["queue_time"] >= 0:
+        if "queue_time" in values:
             self.queue_time.append(values["queue_time"])
         if "prompt_tokens" in values:
             self.prompt_tokens.append(int(values["prompt_tokens"]))
@@ -238,6 +277,7 @@ class Recorder:
         self.req_stats_negative = 0
         self.finish = FinishRecords()
         self.kv_alloc: tuple[int, float] | None = None  # (#tokens, K+V GiB)
+        self.kv_alloc_rejected = 0  # KV Cache is allocated lines with a damaged number
         self.max_tp_tag = -1
         self.unestimated: Counter[tuple[str, str]] = Counter()  # per (dp, replica); replica-max later
         self.time_of_day_only = False
@@ -268,7 +308,7 @@ class Recorder:
         if s is None:
             s = self.samples[key] = ReplicaSamples()
             for tag in origin.replica.split():
-                if tag.startswith("TP") and tag[2:].isdigit():
+                if tag.startswith("TP") and tag[2:].isascii() and tag[2:].isdigit() and len(tag) <= 8:
                     self.max_tp_tag = max(self.max_tp_tag, int(tag[2:]))
         return s
 
@@ -282,8 +322,12 @@ class Recorder:
             if "KV Cache is allocated" in line:
                 m = _KV_ALLOC.search(line)
                 if m:
-                    size = float(m.group(4)) if m.group(4) else float(m.group(2)) + float(m.group(3))
-                    self.kv_alloc = (int(m.group(1)), size)
+                    tokens = _value(m.group(1))
+                    sizes = [_value(g) for g in ((m.group(4),) if m.group(4) else m.group(2, 3))]
+                    if tokens is None or tokens != int(tokens) or None in sizes:
+                        self.kv_alloc_rejected += 1
+                    else:
+                        self.kv_alloc = (int(tokens), sum(sizes))
             return
         if type(ev) is Malformed:
             self.lines[(ev.kind, "malformed")] += 1
@@ -353,31 +397,53 @@ def read_logs(paths: list[str], recorder: Recorder, progress: bool | None = None
     if progress is None:
         progress = total >= PROGRESS_MIN_BYTES and sys.stderr.isatty()
     done = 0
-    next_report = 0.0
+    next_report = [0.0]  # shared with _read_one across files
     started = time.monotonic()
     out = []
     for path in paths:
         info = InputFile(path)
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as f:
-            for raw in f:
-                info.bytes += len(raw)
-                info.lines += 1
-                if len(raw) > MAX_LINE_BYTES:
-                    info.oversized_lines += 1
-                    continue
-                recorder.feed_line(raw.decode("utf-8", "replace").rstrip("\r\n"))
-                if progress and (done + info.bytes) >= next_report:
-                    pct = 100.0 * (done + info.bytes) / total if total else 100.0
-                    print(f"\r{PROG}: {pct:5.1f}% of {total / 1e6:.0f} MB, {time.monotonic() - started:.0f} s",
-                          end="", file=sys.stderr, flush=True)
-                    next_report += max(total / 100, 1)
+        try:
+            _read_one(path, info, recorder, progress, total, done, started, next_report)
+        except OSError as exc:  # gzip.BadGzipFile included; name the file when the error does not
+            if exc.filename is None:
+                raise OSError(exc.errno or errno.EIO, exc.strerror or str(exc) or type(exc).__name__,
+                              path) from exc
+            raise
+        except (EOFError, zlib.error) as exc:  # a truncated or corrupt .gz
+            raise OSError(errno.EIO, f"damaged gzip data ({exc})", path) from exc
         recorder.finish_input()
         done += os.path.getsize(path) if not path.endswith(".gz") else info.bytes
         out.append(info)
     if progress:
         print(file=sys.stderr)
     return out
+
+
+def _read_one(path: str, info: InputFile, recorder: Recorder, progress: bool, total: int, done: int,
+              started: float, next_report: list[float]) -> None:
+    """Feed one file's lines; a line over :data:`MAX_LINE_BYTES` is skipped without being held whole."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        while True:
+            raw = f.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                break
+            info.bytes += len(raw)
+            info.lines += 1
+            if len(raw) > MAX_LINE_BYTES:
+                info.oversized_lines += 1
+                while not raw.endswith(b"\n"):
+                    raw = f.readline(MAX_LINE_BYTES + 1)
+                    if not raw:
+                        break
+                    info.bytes += len(raw)
+                continue
+            recorder.feed_line(raw.decode("utf-8", "replace").rstrip("\r\n"))
+            if progress and (done + info.bytes) >= next_report[0]:
+                pct = 100.0 * (done + info.bytes) / total if total else 100.0
+                print(f"\r{PROG}: {pct:5.1f}% of {total / 1e6:.0f} MB, {time.monotonic() - started:.0f} s",
+                      end="", file=sys.stderr, flush=True)
+                next_report[0] += max(total / 100, 1)
 
 
 # -- analysis -------------------------------------------------------------------------------------
@@ -437,27 +503,40 @@ def model_kv_bytes_per_token(config: dict, tp_size: int, kv_bytes: float | None)
     ``kv_lora_rank + qk_rope_head_dim`` per layer, replicated on every rank.
 
     Raises:
-        ValueError: a required key is missing.
+        ValueError: the config is not a JSON object, or a required key is missing or not a positive
+            whole number.
     """
+    if not isinstance(config, dict):
+        raise ValueError("not a JSON object")
     cfg = config.get("text_config", config) if "num_hidden_layers" not in config else config
-    try:
-        layers = int(cfg["num_hidden_layers"])
-    except (KeyError, TypeError, ValueError):
-        raise ValueError("num_hidden_layers missing") from None
+    if not isinstance(cfg, dict):
+        raise ValueError("text_config is not a JSON object")
+
+    def whole(key: str, required: bool = True, zero: bool = False) -> int | None:
+        v = cfg.get(key)
+        if v is None and not required:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise ValueError(f"{key} missing or not a number")
+        x = _value(str(v))
+        if x is None or x != int(x) or (x == 0 and not zero) or x > 1 << 24:
+            raise ValueError(f"{key}: {str(v)[:40]!r} is not a positive whole number")
+        return int(x)
+
+    layers = whole("num_hidden_layers")
     dtype = str(cfg.get("torch_dtype") or config.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     elem = kv_bytes if kv_bytes else {"float32": 4, "float64": 8}.get(dtype.replace("torch.", ""), 2)
     if cfg.get("kv_lora_rank"):
-        width = int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim") or 0)
-        per_token = layers * width * elem
-        formula = f"{layers} layers x ({cfg['kv_lora_rank']} + {cfg.get('qk_rope_head_dim') or 0}) latent x {elem:g} B (MLA)"
+        rank, rope = whole("kv_lora_rank"), whole("qk_rope_head_dim", required=False, zero=True) or 0
+        per_token = layers * (rank + rope) * elem
+        formula = f"{layers} layers x ({rank} + {rope}) latent x {elem:g} B (MLA)"
         return {"bytes_per_token": per_token, "formula": formula, "attention": "mla",
                 "layers": layers, "kv_heads_per_rank": None, "head_dim": None, "element_bytes": elem}
-    try:
-        heads = int(cfg["num_attention_heads"])
-        kv_heads = int(cfg.get("num_key_value_heads") or heads)
-        head_dim = int(cfg.get("head_dim") or int(cfg["hidden_size"]) // heads)
-    except (KeyError, TypeError, ValueError, ZeroDivisionError):
-        raise ValueError("num_attention_heads / hidden_size / head_dim missing") from None
+    heads = whole("num_attention_heads")
+    kv_heads = whole("num_key_value_heads", required=False, zero=True) or heads
+    head_dim = whole("head_dim", required=False, zero=True) or whole("hidden_size") // heads
+    if head_dim == 0:
+        raise ValueError("hidden_size is smaller than num_attention_heads")
     per_rank = max(1, kv_heads // max(tp_size, 1)) if kv_heads >= tp_size else 1
     per_token = 2 * layers * per_rank * head_dim * elem
     formula = f"2 x {layers} layers x {per_rank} KV heads/rank x {head_dim} head dim x {elem:g} B"
@@ -511,8 +590,9 @@ def analyse(rec: Recorder, inputs: list[InputFile], window: float = 10.0,
     ceiling_source = ("capacity line" if cap and cap.max_running_requests else
                       "server_args" if ceiling is not None else None)
     tp_size, tp_source = None, None
-    if rec.server_args.get("tp_size", "").isdigit():
-        tp_size, tp_source = int(rec.server_args["tp_size"]), "server_args"
+    sa_tp = rec.server_args.get("tp_size", "")
+    if sa_tp.isascii() and sa_tp.isdigit() and 1 <= len(sa_tp) <= 6 and int(sa_tp) >= 1:
+        tp_size, tp_source = int(sa_tp), "server_args"
     elif rec.max_tp_tag >= 0:
         tp_size, tp_source = rec.max_tp_tag + 1, "highest TP tag + 1 (lower bound)"
 
@@ -884,10 +964,13 @@ def analyse(rec: Recorder, inputs: list[InputFile], window: float = 10.0,
     kinds = [k for k in KINDS if k != "other"]
     lines = {"parsed": {k: rec.lines[(k, "parsed")] for k in kinds},
              "malformed": {k: rec.lines[(k, "malformed")] for k in kinds},
-             "ignored": rec.lines[("other", "ignored")]}
+             "ignored": rec.lines[("other", "ignored")],
+             # values the report reads itself (outside the parser) that were damaged and ignored
+             "values_rejected": {"finish": rec.finish.rejected, "kv_alloc": rec.kv_alloc_rejected,
+                                 "server_args_tp_size": int(bool(sa_tp) and tp_source != "server_args")}}
     return {
         "schema": SCHEMA,
-        "inputs": [{"path": i.path, "bytes": i.bytes, "lines": i.lines, "oversized_lines": i.oversized_lines}
+        "inputs": [{"path": display_path(i.path), "bytes": i.bytes, "lines": i.lines, "oversized_lines": i.oversized_lines}
                    for i in inputs],
         "lines": lines,
         "span": {"first": _iso(rec.first_time, rec.time_of_day_only), "last": _iso(rec.last_time, rec.time_of_day_only),
@@ -1000,7 +1083,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``report`` subcommand's argument parser."""
     p = _Parser(prog=PROG, description=(
         "Answer the performance-validation checklist from recorded SGLang logs: batch size, retractions "
-        "and the 5%% rule, throughput truth (recompute), KV capacity in requests, queue and latency "
+        "and the 5% rule, throughput truth (recompute), KV capacity in requests, queue and latency "
         "percentiles, scenario. Several LOG files are one run (rotated segments in order, or the nodes of "
         "one group). Exit codes: 0 done, 1 a file could not be read or written, 2 bad arguments."))
     p.add_argument("logs", nargs="+", metavar="LOG", help="recorded SGLang log file(s); .gz allowed")
@@ -1010,14 +1093,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", metavar="OLD_LOG", action="append",
                    help="compare against this earlier log (repeat for several files of one run)")
     p.add_argument("--threshold", type=float, default=0.10,
-                   help="relative change that flags a figure in --baseline mode (default 0.10)")
+                   help="relative change that flags a figure in --baseline mode (default 0.10; finite, >= 0)")
     p.add_argument("--window", type=float, default=10.0,
-                   help="seconds per window of the per-window retraction share (default 10)")
+                   help="seconds per window of the per-window retraction share (default 10; "
+                        f"{WINDOW_RANGE[0]:g} to {WINDOW_RANGE[1]:g})")
     p.add_argument("--decode-log-interval", type=int, default=DEFAULT_DECODE_LOG_INTERVAL,
-                   help="decode steps per Decode batch line when the log has no server_args (default 40)")
+                   help="decode steps per Decode batch line when the log has no server_args (default 40; "
+                        f"{DECODE_LOG_INTERVAL_RANGE[0]} to {DECODE_LOG_INTERVAL_RANGE[1]})")
     p.add_argument("--model-config", metavar="CONFIG_JSON",
                    help="Hugging Face config.json: per-token KV size, cross-checked against the log's capacity")
-    p.add_argument("--kv-bytes", type=float, help="bytes per KV element (fp8: 1), overriding the config's dtype")
+    p.add_argument("--kv-bytes", type=float, help="bytes per KV element (fp8: 1), overriding the config's dtype "
+                   f"(> 0, at most {KV_BYTES_RANGE[1]:g})")
     p.add_argument("--expect", action="append", default=[], metavar="NAME=VALUE",
                    help="a start-up parameter you launched with, checked against server_args (repeatable)")
     prog = p.add_mutually_exclusive_group()
@@ -1047,15 +1133,22 @@ def main(argv: list[str] | None = None) -> int:
         return _usage(str(exc))
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
-    for path in list(args.logs) + list(args.baseline or []):
-        if not os.path.isfile(path):
-            return _usage(f"argument LOG: {path!r} is not a readable file")
-    if args.window <= 0:
-        return _usage("argument --window: must be > 0")
-    if args.decode_log_interval <= 0:
-        return _usage("argument --decode-log-interval: must be > 0")
-    if args.threshold < 0:
-        return _usage("argument --threshold: must be >= 0")
+    for name, paths in (("LOG", args.logs), ("--baseline", args.baseline or [])):
+        for path in paths:
+            if not os.path.isfile(path):
+                return _usage(f"argument {name}: {display_path(path)!r} is not a readable file")
+    # Comparisons with NaN are all false, so every check below is written to fail on NaN.
+    if not WINDOW_RANGE[0] <= args.window <= WINDOW_RANGE[1]:
+        return _usage(f"argument --window: {args.window:g} is not a number of seconds from "
+                      f"{WINDOW_RANGE[0]:g} to {WINDOW_RANGE[1]:g}")
+    lo, hi = DECODE_LOG_INTERVAL_RANGE
+    if not lo <= args.decode_log_interval <= hi:
+        return _usage(f"argument --decode-log-interval: must be from {lo} to {hi}")
+    if not (math.isfinite(args.threshold) and args.threshold >= 0):
+        return _usage(f"argument --threshold: {args.threshold:g} is not a finite number >= 0")
+    if args.kv_bytes is not None and not KV_BYTES_RANGE[0] < args.kv_bytes <= KV_BYTES_RANGE[1]:
+        return _usage(f"argument --kv-bytes: {args.kv_bytes:g} is not a number of bytes above "
+                      f"{KV_BYTES_RANGE[0]:g} and at most {KV_BYTES_RANGE[1]:g}")
     if args.format == "html" and not args.output:
         return _usage("argument --output: required with --format html")
     args.expect_map = {}
@@ -1063,15 +1156,18 @@ def main(argv: list[str] | None = None) -> int:
         name, eq, value = item.partition("=")
         if not eq or not name.strip().isidentifier():
             return _usage(f"argument --expect: {item!r} is not NAME=VALUE")
-        args.expect_map[name.strip()] = value.strip()
+        if not value.strip():
+            return _usage(f"argument --expect: {item!r} has an empty VALUE (write the value as server_args "
+                          "prints it, e.g. NAME=None or NAME='')")
+        args.expect_map[name.strip()] = display_path(value.strip())  # valid Unicode for JSON/HTML
     args.model_config_data = None
     if args.model_config:
         try:
             with open(args.model_config, encoding="utf-8") as f:
                 args.model_config_data = json.load(f)
             model_kv_bytes_per_token(args.model_config_data, 1, args.kv_bytes)
-        except (OSError, ValueError) as exc:
-            return _usage(f"argument --model-config: {args.model_config!r}: {exc}")
+        except (OSError, ValueError, RecursionError) as exc:
+            return _usage(f"argument --model-config: {display_path(args.model_config)!r}: {exc}")
     from . import report_render
 
     if args.plots or args.format == "html":
@@ -1095,6 +1191,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(out)
             sys.stdout.flush()
     except OSError as exc:
-        print(f"{PROG}: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        name = display_path(os.fsdecode(exc.filename)) if exc.filename is not None else "?"
+        print(f"{PROG}: error: {name}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     return 0

@@ -155,11 +155,13 @@ def _header(doc: dict) -> list[str]:
     lines = doc["lines"]
     parsed = ", ".join(f"{k} {v}" for k, v in lines["parsed"].items() if v) or "none"
     bad = sum(lines["malformed"].values())
+    rejected = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in lines.get("values_rejected", {}).items() if v)
     return [
         "inputs: " + ", ".join(f"{os.path.basename(i['path'])} ({i['lines']} lines)" for i in doc["inputs"]),
         f"span: {sp['first'] or 'no timestamps'} .. {sp['last'] or ''} ({_n(sp['seconds'])} s); "
         f"schedulers (DP ranks): {', '.join(doc['schedulers']) or 'none'}",
-        f"scheduler lines: {parsed}; malformed {bad}; other {lines['ignored']}",
+        f"scheduler lines: {parsed}; malformed {bad}; other {lines['ignored']}"
+        + (f"; damaged values ignored: {rejected}" if rejected else ""),
     ]
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import os
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -371,3 +372,138 @@ def test_html_baseline_page(tmp_path):
     cmp = compare(report(STARTUP), report(STORM))
     page = html(cmp, make_plots(cmp))
     assert 'id="comparison"' in page and 'id="server-args-diff"' in page and "flag-worse" in page
+
+
+# -- hostile arguments and inputs (each must end in exit 1 or 2 with a message, never a traceback) ---
+
+@pytest.mark.parametrize("args, named", [
+    (["--window", "nan"], "--window"),
+    (["--window", "inf"], "--window"),  # was a ValueError traceback (a NaN window start)
+    (["--window", "1e-320"], "--window"),
+    (["--threshold", "nan"], "--threshold"),
+    (["--threshold", "inf"], "--threshold"),
+    (["--kv-bytes", "0"], "--kv-bytes"),
+    (["--kv-bytes", "-2"], "--kv-bytes"),
+    (["--kv-bytes", "nan"], "--kv-bytes"),
+    (["--kv-bytes", "inf"], "--kv-bytes"),
+    (["--decode-log-interval", "99999999999999999999999"], "--decode-log-interval"),
+    (["--decode-log-interval", "0"], "--decode-log-interval"),
+    (["--expect", "max_running_requests="], "--expect"),
+    (["--expect", "max_running_requests=  "], "--expect"),
+    (["--baseline", "/nonexistent.log"], "argument --baseline"),
+])
+def test_meaningless_arguments_exit_2_naming_the_argument(args, named, capsys):
+    assert cli.main(["report", *args, str(STORM)]) == 2
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err and "argument LOG" not in err
+
+
+def test_arguments_at_their_bounds_are_accepted(capsys):
+    assert cli.main(["report", "--window", "0.001", "--threshold", "0", "--kv-bytes", "64",
+                     "--decode-log-interval", "100000", "--expect", "tp_size=1", str(STORM)]) == 0
+    capsys.readouterr()
+
+
+def _run(*args, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "exporter", "report", *args], capture_output=True,
+                          timeout=60, cwd=cwd)
+
+
+def test_damaged_gzip_input_exits_1_naming_the_file(tmp_path):
+    import gzip
+    whole = gzip.compress(STORM.read_bytes())
+    truncated = tmp_path / "truncated.log.gz"
+    truncated.write_bytes(whole[: len(whole) // 2])
+    fake = tmp_path / "fake.gz"
+    fake.write_bytes(b"no")
+    for path in (truncated, fake):
+        proc = _run(str(path))
+        err = proc.stderr.decode()
+        assert proc.returncode == 1, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert str(path) in err, err  # was "error: : Not a gzipped file (b'no')"
+
+
+def test_help_has_no_doubled_percent(capsys):
+    assert cli.main(["report", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "5% rule" in out and "%%" not in out
+
+
+def test_json_is_valid_utf8_with_a_non_utf8_file_name(tmp_path):
+    name = b"nonutf\xff.log"
+    (tmp_path / os.fsdecode(name)).write_bytes(STORM.read_bytes())
+    proc = _run("--format", "json", os.fsdecode(name), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout.decode("utf-8"))  # strict: a lone surrogate fails here
+    assert doc["inputs"][0]["path"] == "nonutf\\xff.log"
+    proc = _run(os.fsdecode(name), cwd=tmp_path)  # text output too
+    assert proc.returncode == 0 and b"nonutf\\xff.log" in proc.stdout
+
+
+def test_html_without_matplotlib_writes_the_page_and_plots_are_refused(tmp_path, monkeypatch, capsys):
+    from exporter import report_render
+    monkeypatch.setattr(report_render, "have_matplotlib", lambda: False)
+    out = tmp_path / "r.html"
+    assert cli.main(["report", "--format", "html", "-o", str(out), str(STORM)]) == 0
+    assert "Plots need matplotlib" in out.read_text()
+    assert cli.main(["report", "--plots", str(tmp_path / "plots"), str(STORM)]) == 2
+    assert "--plots" in capsys.readouterr().err
+
+
+BIG = "9" * 400
+
+
+def test_hostile_values_the_report_reads_itself_are_counted_and_ignored(tmp_path):
+    log = tmp_path / "hostile.log"
+    log.write_text("\n".join([
+        "[2026-09-13 16:05:00] server_args=ServerArgs(tp_size=" + "9" * 5000 + ", decode_log_interval=40)",
+        "[2026-09-13 16:05:10] KV Cache is allocated. #tokens: 1" + "0" * 5000 + ", K size: 1 GB, V size: 1 GB",
+        "[2026-09-13 16:05:11] KV Cache is allocated. #tokens: 100, K size: 1.2.3 GB, V size: 1 GB",
+        "[2026-09-13 16:05:12] KV Cache is allocated. #tokens: 100, KV size: inf GB",
+        f"[2026-09-13 16:05:13] Finish: obj=x, out={{'meta_info': {{'prompt_tokens': {BIG}, "
+        f"'completion_tokens': -3, 'queue_time': -1, 'e2e_latency': {BIG}}}}}",
+        "[2026-09-13 16:05:14] Finish: obj=y, out={'meta_info': {'prompt_tokens': 7, 'completion_tokens': 5, "
+        "'e2e_latency': 1e400}}",
+        "[2026-09-13 16:05:15] Finish: obj=z, out={'meta_info': {'prompt_tokens': 7, 'completion_tokens': 5, "
+        "'e2e_latency': 0.5}}",
+        f"[2026-09-13 16:05:58] Decode batch, #running-req: {BIG}, #token: 1, token usage: 0.5, cuda graph: False, "
+        "gen throughput (token/s): 1, #queue-req: 0",
+        "[2026-09-13 16:05:59] Decode batch, #running-req: 1, #token: 1, token usage: 0.5, accept len: inf, "
+        "cuda graph: False, gen throughput (token/s): 1, #queue-req: 0",
+        "[2026-09-13 16:06:00] Decode batch, #running-req: 1, #token: 1, token usage: 0.5, accept len: -5, "
+        "cuda graph: False, gen throughput (token/s): 1, #queue-req: 0",
+    ]) + "\n")
+    doc = report(log, model_config={"num_hidden_layers": 2, "num_attention_heads": 2, "head_dim": 8})
+    assert doc["lines"]["values_rejected"] == {"finish": 5, "kv_alloc": 3, "server_args_tp_size": 1}
+    assert doc["queue_latency"]["e2e_latency_seconds"]["max"] == 0.5
+    assert doc["kv_capacity"]["model"]["log_kv_alloc_tokens"] is None
+    assert doc["settings"]["tp_size"] is None
+    json.dumps(jsonable(doc), allow_nan=False)
+    assert "damaged values ignored: finish 5, kv alloc 3" in text(doc)
+    proc = _run("--format", "json", str(log))
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("cfg", [
+    [], {"num_hidden_layers": 1e400}, {"num_hidden_layers": -5, "num_attention_heads": 2, "head_dim": 8},
+    {"num_hidden_layers": 2, "kv_lora_rank": "x"}, {"text_config": 3},
+    {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 2},
+])
+def test_hostile_model_config_exits_2(cfg, tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert cli.main(["report", "--model-config", str(path), str(STORM)]) == 2
+    assert "--model-config" in capsys.readouterr().err
+
+
+def test_oversized_lines_are_skipped_and_counted(tmp_path):
+    from exporter.report import MAX_LINE_BYTES
+    log = tmp_path / "long.log"
+    body = STORM.read_bytes()
+    log.write_bytes(b"x" * (3 * MAX_LINE_BYTES + 5) + b"\n" + b"y" * MAX_LINE_BYTES + b"\n" + body)
+    doc = report(log)
+    assert doc["inputs"][0]["oversized_lines"] == 2
+    assert doc["inputs"][0]["bytes"] == log.stat().st_size
+    assert doc["inputs"][0]["lines"] == 2 + body.count(b"\n")
+    assert doc["retractions"]["events"] == 9
