@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     if settings.demo and settings.log.path:
         return _usage_error("setting demo (--demo) replays the bundled sample log; it cannot be combined "
                             "with log.path (--log.path)")
-    pipeline = Pipeline(SchedulerStates(settings.sglang.decode_log_interval))
+    pipeline = Pipeline(SchedulerStates(settings.sglang.decode_log_interval,
+                                        chunked_prefill_size=settings.sglang.chunked_prefill_size))
     if settings.one_shot:
         return _one_shot(settings, pipeline)
     return _serve(settings, pipeline)
@@ -125,15 +126,19 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
         return (True, "ok") if alive else (False, "log follower thread is not running")
 
     server = WebServer(host, port, make_app(registry, settings.web.telemetry_path, health))
+    # The follower's first pass fixes the start position (the end of existing files) before anything
+    # is served, so "start at the end" means the end at launch.
+    follower.start()
+    follower.wait_first_pass(timeout=10.0)
     try:
         server.start()
     except OSError as exc:
+        follower.stop()
         print(f"{PROG}: error: cannot listen on {settings.web.listen_address} (--web.listen-address): "
               f"{exc.strerror or exc}", file=sys.stderr)
         return 1
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    follower.start()
     if gpu_poller is not None:
         gpu_poller.start()
     if replayer is not None:

@@ -133,6 +133,11 @@ class SglangSettings(BaseModel):
     decode_log_interval: int = Field(
         40, ge=1, le=100000, description="Decode steps per 'Decode batch' line (SGLang's "
         "--decode-log-interval). A decode_log_interval= value in the log's server_args line wins.")
+    chunked_prefill_size: int | None = Field(
+        None, ge=1, le=10_000_000, description="SGLang's --chunked-prefill-size, used only when the log "
+        "has neither the start-up capacity line nor server_args (a log excerpt, or a log rotated since "
+        "the server started). It lets admitted requests discount the continuing chunk of a chunked "
+        "prefill; without it #new-seq is summed as is (an upper bound).")
     idle_after: float = Field(
         60.0, gt=0, le=86400, description="Seconds without a Prefill/Decode line after which a scheduler's "
         "latest-line gauges (running, queue, KV usage, ...) are no longer exported: SGLang prints "

@@ -196,7 +196,9 @@ class SchedulerStates:
         clock: Wall-clock source (seconds since epoch), injectable for tests.
     """
 
-    def __init__(self, decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL, clock=time.time):
+    def __init__(self, decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL, clock=time.time,
+                 chunked_prefill_size: int | None = None):
+        self.configured_chunked_prefill_size = chunked_prefill_size
         self.schedulers: dict[str, SchedulerState] = {}
         self.replica_count = 0  # replicas over all schedulers (bounded by MAX_REPLICAS)
         self.configured_decode_log_interval = decode_log_interval
@@ -213,12 +215,15 @@ class SchedulerStates:
         return self.configured_decode_log_interval
 
     def chunked_prefill_size(self, sched: SchedulerState) -> int | None:
-        """``chunked_prefill_size`` from the capacity line, else ``server_args``; None if unknown."""
+        """``chunked_prefill_size`` from the capacity line, else ``server_args``, else the setting
+        (``--sglang.chunked-prefill-size``); None if unknown."""
         for cap in (sched.capacity, self.capacity):
             if cap is not None and cap.chunked_prefill_size and cap.chunked_prefill_size > 0:
                 return cap.chunked_prefill_size
         sa = self.server_args
-        return sa.chunked_prefill_size if sa is not None else None
+        if sa is not None and sa.chunked_prefill_size:
+            return sa.chunked_prefill_size
+        return self.configured_chunked_prefill_size
 
     def scheduler(self, dp_rank: str) -> SchedulerState:
         s = self.schedulers.get(dp_rank)

@@ -56,6 +56,8 @@ READ_CHUNK = 1 << 20
 #: than one inotify event handled by watchdog's threads per written line. 75 ms keeps the p99
 #: line-to-/metrics delay under 100 ms and the thread's wake-ups under 1% of a core (bench/).
 APPEND_CHECK_INTERVAL = 0.075
+#: Bytes of a file's head kept with a remembered read position, to tell a reused inode number apart.
+FINGERPRINT_BYTES = 256
 #: How much of an existing log's head is searched for start-up lines when starting at its end.
 STARTUP_SCAN_BYTES = 64 << 20
 #: Default seconds a rotated or deleted file is still read (fluent-bit's ``rotate_wait`` is 5).
@@ -69,21 +71,40 @@ class Registry:
 
     Guarantees that one file is read by one reader at a time, and remembers where a closed reader
     stopped so that a glob that later matches the same file under a new name continues there.
-    Used by the tailer thread only (no locking).
+    Since a deleted file's inode number can be reused by a new file, a remembered position is kept
+    with the file's first bytes (a fingerprint, as Vector and fluent-bit do) and only resumed when the
+    file opened under that identity still starts with them. Used by the tailer thread only.
     """
 
     def __init__(self, remember: int = 4096):
         self.open: dict[Ident, object] = {}
-        self.finished: OrderedDict[Ident, int] = OrderedDict()
+        self.finished: OrderedDict[Ident, tuple[int, bytes]] = OrderedDict()
         self._remember = remember
 
-    def finish(self, ident: Ident, offset: int) -> None:
-        """Record that the reader of ``ident`` closed it at byte ``offset``."""
+    def finish(self, ident: Ident, offset: int, head: bytes = b"") -> None:
+        """Record that the reader of ``ident`` closed it at byte ``offset``; ``head`` is the file's
+        first bytes (up to :data:`FINGERPRINT_BYTES`)."""
         self.open.pop(ident, None)
-        self.finished[ident] = offset
+        self.finished[ident] = (offset, head)
         self.finished.move_to_end(ident)
         while len(self.finished) > self._remember:
             self.finished.popitem(last=False)
+
+    def resume_offset(self, ident: Ident, fd: int, size: int) -> int | None:
+        """Where to continue a file opened under ``ident``: the remembered offset if the file still
+        starts with the remembered bytes and is at least that long, else None (a new file)."""
+        entry = self.finished.pop(ident, None)
+        if entry is None:
+            return None
+        offset, head = entry
+        if offset > size:
+            return None
+        try:
+            if head and os.pread(fd, len(head), 0) != head:
+                return None  # same inode number, other file
+        except OSError:
+            return None
+        return offset
 
 
 class _Reader:
@@ -260,8 +281,8 @@ class Tailer:
         self._note_error(None)
         offset = 0
         skipping = False
-        resumed = reg.finished.pop(ident, None)
-        if resumed is not None and resumed <= fst.st_size:
+        resumed = reg.resume_offset(ident, f.fileno(), fst.st_size)
+        if resumed is not None:
             offset = resumed  # a file already read under another name (glob after rotation)
         elif not self._started and not self.from_beginning and fst.st_size > 0:
             offset = fst.st_size
@@ -320,7 +341,11 @@ class Tailer:
         r.offset = 0
 
     def _close(self, r: _Reader) -> None:
-        self.registry.finish(r.ident, r.offset)
+        try:
+            head = os.pread(r.f.fileno(), min(r.offset, FINGERPRINT_BYTES), 0)
+        except OSError:
+            head = b""
+        self.registry.finish(r.ident, r.offset, head)
         try:
             r.f.close()
         except OSError:  # pragma: no cover - closing a read-only descriptor does not fail
@@ -577,6 +602,13 @@ class Follower:
         self._stop_observer(timeout)
         for t in self.tailers:
             t.close()
+
+    def wait_first_pass(self, timeout: float) -> bool:
+        """Block until the reader thread has completed its first pass over all paths (or timeout)."""
+        end = time.monotonic() + timeout
+        while self.cycles < 1 and self.is_alive() and time.monotonic() < end:
+            time.sleep(0.005)
+        return self.cycles >= 1
 
     def is_alive(self) -> bool:
         """True while the reader thread runs."""

@@ -61,6 +61,14 @@ def make_app(registry: CollectorRegistry, telemetry_path: str = "/metrics",
     ).encode()
 
     def app(environ, start_response):
+        if environ.get("REQUEST_METHOD") == "HEAD":  # as GET, headers only (no body, per HTTP)
+            body = route(dict(environ, REQUEST_METHOD="GET"), start_response)
+            if hasattr(body, "close"):
+                body.close()
+            return [b""]
+        return route(environ, start_response)
+
+    def route(environ, start_response):
         path = environ.get("PATH_INFO", "/")
         if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
             body = b"method not allowed\n"

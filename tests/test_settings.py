@@ -122,3 +122,15 @@ def test_config_file_that_is_not_a_small_utf8_regular_file_exits_2(tmp_path, cap
 def test_one_shot_glob_matching_nothing_exits_2(tmp_path, capsys):
     assert main(["--log.path", str(tmp_path / "nomatch*.log"), "--one-shot"]) == 2
     assert "matches no file" in capsys.readouterr().err
+
+
+def test_chunked_prefill_size_setting_discounts_continuing_chunks(capsys):
+    """Corpus 020 has no start-up line; its batches all fill a 2048-token chunk, and #queue-req falls
+    by one per batch: one new request per batch after the first."""
+    from conftest import CORPUS, value
+
+    log = str(CORPUS / "020-chunked-prefill-cache-hit-rate-percent-2024.log")
+    assert main(["--log.path", log, "--one-shot"]) == 0
+    assert value(capsys.readouterr().out, "sglang_scheduler_admitted_requests_total", dp_rank="0") == 14
+    assert main(["--log.path", log, "--one-shot", "--sglang.chunked-prefill-size", "2048"]) == 0
+    assert value(capsys.readouterr().out, "sglang_scheduler_admitted_requests_total", dp_rank="0") == 8

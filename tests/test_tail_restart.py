@@ -30,3 +30,26 @@ def test_from_beginning_replays(tmp_path):
         append(log, b" more\n" + decode_block(5))
         h.wait_decode(30)
         assert h.total_lines() == 31  # the completed partial line is an "other" line
+
+
+def test_a_reused_inode_number_is_not_resumed_at_the_old_offset(tmp_path):
+    """A remembered read position is kept with the file's first bytes: a new file that got the
+    deleted file's inode number (ext4 reuses them) starts at 0, the same file resumes."""
+    import os
+
+    from exporter.tailer import Registry
+
+    reg = Registry()
+    path = tmp_path / "x.log"
+    path.write_bytes(b"[2026-01-01 10:00:00] first file\n" * 4)
+    st = os.stat(path)
+    ident = (st.st_dev, st.st_ino)
+    reg.finish(ident, 66, path.read_bytes()[:66])
+    with open(path, "rb") as f:
+        assert reg.resume_offset(ident, f.fileno(), st.st_size) == 66  # same file: continue
+    reg.finish(ident, 66, b"[2026-01-01 10:00:00] another file that had this inode\n"[:66])
+    with open(path, "rb") as f:
+        assert reg.resume_offset(ident, f.fileno(), st.st_size) is None  # other content: from 0
+    reg.finish(ident, 10_000, b"")
+    with open(path, "rb") as f:
+        assert reg.resume_offset(ident, f.fileno(), st.st_size) is None  # shorter than the offset

@@ -71,3 +71,20 @@ def test_a_file_name_that_is_not_utf8_does_not_break_metrics(tmp_path, promtool)
     assert value(m, "sglang_scheduler_retractions_total", dp_rank="0") == 2
     lint = subprocess.run([promtool, "check", "metrics"], input=text, text=True, capture_output=True, timeout=60)
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_head_is_get_without_a_body():
+    server = _server()
+    try:
+        for path in ("/metrics", "/healthz", "/"):
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            s.sendall(f"HEAD {path} HTTP/1.0\r\n\r\n".encode())
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+            s.close()
+            head, _, body = data.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.0 200"), (path, head)
+            assert body == b"", (path, body[:80])
+    finally:
+        server.stop()
