@@ -465,7 +465,9 @@ def main() -> int:
         res["render"] = json.loads(rr.stdout) if rr.returncode == 0 else {"error": rr.stderr[-400:]}
         res["total_seconds"] = round(time.time() - started, 1)
         res["table"] = _table(res)
-        Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
+        # The results file is committed: no path of the machine that ran it goes in.
+        text = json.dumps(res, indent=2).replace(str(work), "<workdir>").replace(py, "python")
+        Path(args.json).write_text(text + "\n")
         print()
         print(res["table"])
         print(f"\nline kinds recognised (ours parsed / mtail matched): {res['agreement']}")
