@@ -154,14 +154,11 @@ class SchedulerState:
     capacity: Capacity | None = None
     mean_tokens_per_running_req: float | None = None
     last_stats_wall: float | None = None
-    on_new_replica: object = None  # callback of SchedulerStates counting replicas
 
     def replica(self, key: str) -> ReplicaCounters:
         r = self.replicas.get(key)
         if r is None:
             r = self.replicas[key] = ReplicaCounters()
-            if self.on_new_replica is not None:
-                self.on_new_replica()
         return r
 
     def counter(self, name: str) -> float:
@@ -200,7 +197,6 @@ class SchedulerStates:
                  chunked_prefill_size: int | None = None):
         self.configured_chunked_prefill_size = chunked_prefill_size
         self.schedulers: dict[str, SchedulerState] = {}
-        self.replica_count = 0  # replicas over all schedulers (bounded by MAX_REPLICAS)
         self.configured_decode_log_interval = decode_log_interval
         self.server_args: ServerArgs | None = None
         self.capacity: Capacity | None = None
@@ -228,11 +224,13 @@ class SchedulerStates:
     def scheduler(self, dp_rank: str) -> SchedulerState:
         s = self.schedulers.get(dp_rank)
         if s is None:
-            s = self.schedulers[dp_rank] = SchedulerState(on_new_replica=self._count_replica)
+            s = self.schedulers[dp_rank] = SchedulerState()
         return s
 
-    def _count_replica(self) -> None:
-        self.replica_count += 1
+    @property
+    def replica_count(self) -> int:
+        """Replicas over all schedulers (bounded by :data:`MAX_REPLICAS`)."""
+        return sum(len(s.replicas) for s in self.schedulers.values())
 
     def effective_capacity(self, sched: SchedulerState) -> Capacity | None:
         """The scheduler's own capacity line, else the latest one of any scheduler.
