@@ -1,6 +1,6 @@
 """Build a large, realistic SGLang log from the real corpus lines (deterministic, stdlib only).
 
-Every line of the output is a line of ``../shared/corpus/*.log`` (header lines excluded), picked by
+Every line of the output is a line of ``tests/corpus/*.log`` (header lines excluded), picked by
 kind with the proportions below, so every prefix style and SGLang era in the corpus appears. Only the
 date-time of each line's prefix is rewritten to a clock that advances steadily (about 20 lines per
 second of log time), as in a live server's log; everything else is verbatim. Kinds are assigned by
@@ -31,7 +31,7 @@ PROPORTIONS = {
 LINES_PER_LOG_SECOND = 20
 _DATETIME = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
 _HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_CORPUS = os.path.normpath(os.path.join(_HERE, "..", "..", "shared", "corpus"))
+DEFAULT_CORPUS = os.path.normpath(os.path.join(_HERE, "..", "tests", "corpus"))
 
 
 def corpus_lines(corpus_dir: str) -> dict[str, list[str]]:

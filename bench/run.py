@@ -6,7 +6,7 @@
 
 Steps (all on this machine, loopback only, every loop bounded):
 
-1. Build a log of ``--lines`` lines (default 2,000,000) from the real corpus ``../shared/corpus``
+1. Build a log of ``--lines`` lines (default 2,000,000) from the real corpus ``tests/corpus``
    (``bench/genlog.py``: corpus lines by kind in realistic proportions, timestamps re-clocked).
 2. One-shot throughput on that file: ``sglang-exporter --one-shot`` (read, parse, state, all
    metrics rendered), ``mtail --one_shot`` with ``bench/mtail/sglang.mtail`` (Debian package
@@ -396,7 +396,7 @@ def _table(res: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lines", type=int, default=2_000_000, help="lines in the generated log (default 2,000,000)")
-    ap.add_argument("--corpus", default=str(ROOT.parent / "shared" / "corpus"), help="directory of *.log")
+    ap.add_argument("--corpus", default=str(ROOT / "tests" / "corpus"), help="directory of *.log")
     ap.add_argument("--rate", type=float, default=200.0, help="live append rate, lines/s (default 200)")
     ap.add_argument("--live-seconds", type=float, default=60.0, help="live measuring window (default 60)")
     ap.add_argument("--delay-samples", type=int, default=300, help="line-to-/metrics probes (default 300)")

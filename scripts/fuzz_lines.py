@@ -66,7 +66,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus")
+    ap.add_argument("--corpus", type=Path, default=ROOT / "tests" / "corpus")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     real = corpus_lines(args.corpus)

@@ -10,17 +10,16 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The shared material lives beside the checkout (``../shared``), in CI too.
-SHARED = ROOT.parent / "shared"
-CORPUS = SHARED / "corpus"
+#: The real-log corpus, kept in the repository (a copy of the project's shared corpus, with its INDEX).
+CORPUS = ROOT / "tests" / "corpus"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def corpus_files() -> list[Path]:
-    """Every real log of the shared corpus (fails loudly when the corpus is missing)."""
+    """Every real log of the corpus (fails loudly when the corpus is missing)."""
     files = sorted(CORPUS.glob("*.log"))
     if not files:
-        pytest.fail(f"the shared corpus is missing: expected logs in {CORPUS}")
+        pytest.fail(f"the corpus is missing: expected logs in {CORPUS}")
     return files
 
 

@@ -1,4 +1,4 @@
-"""Golden tests: the real command in one-shot mode over every real log of ../shared/corpus/.
+"""Golden tests: the real command in one-shot mode over every real log of tests/corpus/.
 
 Each golden file (tests/golden/<log name>.json) holds the scheduler samples (histogram buckets
 aside) and the line counts by kind and result that `sglang-exporter --one-shot` reports for that log.
@@ -84,3 +84,20 @@ def test_headline_numbers_of_the_core_issue():
     tp16 = samples(one_shot(CORPUS / "007-decode-oom-retract-tp16.log"))
     assert tp16[("sglang_scheduler_retractions_total", (("dp_rank", "0"),))] == 2
     assert tp16[("sglang_scheduler_retracted_requests_total", (("dp_rank", "0"),))] == 2
+
+
+def test_corpus_is_pinned_and_indexed():
+    """Every corpus log is pinned by SHA256SUMS and has a row in INDEX.md, so that a log cannot change
+    under its golden, or arrive without its source, unnoticed."""
+    import hashlib
+
+    sums = {}
+    for row in (CORPUS / "SHA256SUMS").read_text().splitlines():
+        digest, _, name = row.partition("  ")
+        sums[name] = digest
+    logs = {p.name: p for p in corpus_files()}
+    assert set(sums) == set(logs)
+    index = (CORPUS / "INDEX.md").read_text(encoding="utf-8")
+    for name, path in logs.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == sums[name], f"{name} changed; re-check its golden"
+        assert f"| {name} |" in index, f"{name} has no row in INDEX.md"

@@ -1,6 +1,6 @@
 """Table-driven parser tests: real lines of each era and prefix style.
 
-Lines marked "corpus NNN" are copied from ../shared/corpus/NNN-*.log; lines marked "notes" are the
+Lines marked "corpus NNN" are copied from tests/corpus/NNN-*.log; lines marked "notes" are the
 exact shapes of ../shared/notes/sglang-log-format.md (quick-reference table and templates), whose
 values are synthetic there too.
 """
