@@ -23,6 +23,7 @@ from .gpu import GpuCollector, make_poller
 from .pipeline import Pipeline
 from .settings import Settings, SettingsError, load_settings, parse_listen_address
 from .state import SchedulerStates
+from .status import ExitStatus
 from .tailer import Follower, has_glob, make_sources
 from .web import WebServer, make_app
 
@@ -44,7 +45,7 @@ def build_registry(pipeline: Pipeline, idle_after: float | None,
 
 def _usage_error(message: str) -> int:
     print(f"{PROG}: error: {message}", file=sys.stderr)
-    return 2
+    return ExitStatus.USAGE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,7 +95,7 @@ def _one_shot(settings: Settings, pipeline: Pipeline) -> int:
             source.close()
     sys.stdout.write(generate_latest(build_registry(pipeline, None)).decode())
     sys.stdout.flush()
-    return 0
+    return ExitStatus.OK
 
 
 def _serve(settings: Settings, pipeline: Pipeline) -> int:
@@ -136,7 +137,7 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
         follower.stop()
         print(f"{PROG}: error: cannot listen on {settings.web.listen_address} (--web.listen-address): "
               f"{exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return ExitStatus.RUNTIME
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     if gpu_poller is not None:
@@ -159,7 +160,7 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
         server.stop()
         if tmpdir is not None:
             tmpdir.cleanup()
-    return 0
+    return ExitStatus.OK
 
 
 def run() -> None:

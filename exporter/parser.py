@@ -38,6 +38,7 @@ from .events import (
     Retraction,
     ServerArgs,
 )
+from .limits import DECODE_LOG_INTERVAL_MAX, DECODE_LOG_INTERVAL_MIN, MAX_COUNT_DIGITS, in_value_range
 
 __all__ = ["Malformed", "parse_line", "parse_origin"]
 
@@ -209,20 +210,15 @@ def _sub_key(base: str, pool: str) -> str:
     return f"#{pool} token" if base == "#token" else f"{pool} token usage"
 
 
-#: Largest value any SGLang count, size or rate can take here; larger is damage (and beyond 2**53 a
-#: float counter would stop counting).
-_MAX_VALUE = 1e15
-
-
 def _int(value: str) -> int:
-    """A non-negative decimal count of at most 15 digits (no sign, no ``_``), else damage."""
-    if not (value.isdigit() and value.isascii() and len(value) <= 15):
+    """A non-negative decimal count of at most :data:`~exporter.limits.MAX_COUNT_DIGITS` digits (no sign, no ``_``), else damage."""
+    if not (value.isdigit() and value.isascii() and len(value) <= MAX_COUNT_DIGITS):
         raise _Damaged(f"not a count: {value[:40]!r}")
     return int(value)
 
 
 def _float(value: str) -> float:
-    """A finite number in ``0 <= x < 1e15`` (a trailing ``%`` is dropped), else damage.
+    """A finite number in ``0 <= x <`` :data:`~exporter.limits.MAX_VALUE` (a trailing ``%`` is dropped), else damage.
 
     SGLang prints no negative, infinite or NaN ratio, rate or length; such a value is damage.
     """
@@ -236,7 +232,7 @@ def _float(value: str) -> float:
             result = float(stripped)
         except ValueError:
             raise _Damaged(f"not a number: {value[:40]!r}") from None
-    if not 0.0 <= result < _MAX_VALUE or "_" in value:  # also false for NaN
+    if not in_value_range(result) or "_" in value:  # also false for NaN
         raise _Damaged(f"out of range: {value[:40]!r}")
     return result
 
@@ -437,7 +433,7 @@ def _server_args(line: str, start: int) -> Event | Malformed:
         if m and m.group(1) != "None":
             values[name] = int(m.group(1))
     interval = values.get("decode_log_interval")
-    if interval is not None and not 0 < interval <= 100000:
+    if interval is not None and not DECODE_LOG_INTERVAL_MIN <= interval <= DECODE_LOG_INTERVAL_MAX:
         return Malformed("server_args", f"decode_log_interval={interval}")
     chunk = values.get("chunked_prefill_size")
     return ServerArgs(

@@ -39,7 +39,16 @@ from datetime import datetime, timezone
 from .events import KINDS, Capacity, DecodeBatch, PrefillBatch, ReqTimeStats, RetractAbort, Retraction, ServerArgs
 from .parser import Malformed, parse_line
 from .pipeline import KIND_OF
-from .state import DEFAULT_DECODE_LOG_INTERVAL, QUEUE_SAMPLE_MAX_GAP_SECONDS, SchedulerStates
+from .limits import (
+    DECODE_LOG_INTERVAL_MAX,
+    DECODE_LOG_INTERVAL_MIN,
+    DEFAULT_DECODE_LOG_INTERVAL,
+    DEFAULT_MAX_LINE_BYTES,
+    QUEUE_SAMPLE_MAX_GAP_SECONDS,
+    in_value_range,
+)
+from .state import SchedulerStates
+from .status import ExitStatus
 
 PROG = "sglang-exporter report"
 
@@ -53,29 +62,25 @@ RETRACTION_RULE = 0.05
 SAFETY_FACTOR = 0.7
 #: Offline work: ceiling at 60-70% of the requests the KV pool holds.
 OFFLINE_RANGE = (0.6, 0.7)
-#: Lines longer than this are skipped (as the tailer's default ``--log.max-line-bytes``).
-MAX_LINE_BYTES = 1 << 20
+#: Lines longer than this are skipped (the tailer's default ``--log.max-line-bytes``).
+MAX_LINE_BYTES = DEFAULT_MAX_LINE_BYTES
 #: Inputs larger than this show progress on a terminal.
 PROGRESS_MIN_BYTES = 64 << 20
-#: Largest number the report accepts from a value it reads itself (Finish records, the KV allocation
-#: line, server_args); larger, negative, NaN or infinite is damage, counted and ignored. The same
-#: bound as the parser's: no SGLang count, size, length or latency comes near it.
-MAX_VALUE = 1e15
 #: Bounds of the numeric options (``--decode-log-interval`` as the main command's setting).
-DECODE_LOG_INTERVAL_RANGE = (1, 100000)
+DECODE_LOG_INTERVAL_RANGE = (DECODE_LOG_INTERVAL_MIN, DECODE_LOG_INTERVAL_MAX)
 WINDOW_RANGE = (0.001, 1e9)
 KV_BYTES_RANGE = (0.0, 64.0)  # exclusive low: fp4 is 0.5, float64 8
 
 
 def _value(text: str) -> float | None:
-    """``text`` as a finite number in ``0 <= x <= MAX_VALUE``, else ``None`` (never raises)."""
+    """``text`` as a number the parser accepts too (:func:`~exporter.limits.in_value_range`), else ``None`` (never raises)."""
     if len(text) > 40:  # also keeps int()/float() away from huge digit strings
         return None
     try:
         x = float(text)
     except ValueError:
         return None
-    return x if math.isfinite(x) and 0 <= x <= MAX_VALUE else None
+    return x if in_value_range(x) else None
 
 
 def display_path(path: str) -> str:
@@ -196,7 +201,7 @@ class FinishRecords:
     queue_time: list[float] = field(default_factory=list)
     prompt_tokens: list[int] = field(default_factory=list)
     completion_tokens: list[int] = field(default_factory=list)
-    #: Values that were negative, not finite or over :data:`MAX_VALUE` (damage), ignored.
+    #: Values that were negative, not finite or not below :data:`~exporter.limits.MAX_VALUE` (damage), ignored.
     rejected: int = 0
     _pending: list[str] = field(default_factory=list)
 
@@ -1115,7 +1120,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _usage(message: str) -> int:
     print(f"{PROG}: error: {message}", file=sys.stderr)
-    return 2
+    return ExitStatus.USAGE
 
 
 def _load(paths: list[str], args) -> dict:
@@ -1193,5 +1198,5 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         name = display_path(os.fsdecode(exc.filename)) if exc.filename is not None else "?"
         print(f"{PROG}: error: {name}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    return 0
+        return ExitStatus.RUNTIME
+    return ExitStatus.OK

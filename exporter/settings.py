@@ -33,14 +33,22 @@ from pydantic_settings import (
     SettingsError as _PydanticSettingsError,
 )
 
+from .limits import (
+    CONFIG_FILE_MAX_BYTES,
+    DECODE_LOG_INTERVAL_MAX,
+    DECODE_LOG_INTERVAL_MIN,
+    DEFAULT_DECODE_LOG_INTERVAL,
+    DEFAULT_MAX_LINE_BYTES,
+    MAX_LINE_BYTES_MAX,
+    MAX_LINE_BYTES_MIN,
+)
+
 ENV_PREFIX = "SGLANG_EXPORTER_"
 #: Default port: outside the 9100-9999 exporter registry range, not dcgm-exporter's 9400, not
 #: SGLang's 30000 nor torch's 29400/29500, and below Linux's ephemeral range.
 DEFAULT_PORT = 18400
 
 
-#: Largest config file read (a TOML file of settings is a few hundred bytes).
-CONFIG_FILE_MAX_BYTES = 1 << 20
 
 
 class SettingsError(Exception):
@@ -68,7 +76,7 @@ class LogSettings(BaseModel):
         5.0, ge=0, le=3600, description="Seconds a rotated or deleted log file is still read after the path "
         "names a new file (the writer appends to the old one until it reopens its log).")
     max_line_bytes: int = Field(
-        1 << 20, ge=1024, le=64 << 20,
+        DEFAULT_MAX_LINE_BYTES, ge=MAX_LINE_BYTES_MIN, le=MAX_LINE_BYTES_MAX,
         description="Longest log line kept (1 KiB .. 64 MiB); longer lines are dropped and counted.")
     level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Level of the exporter's own logging (debug shows each malformed line).")
@@ -131,7 +139,7 @@ class SglangSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decode_log_interval: int = Field(
-        40, ge=1, le=100000, description="Decode steps per 'Decode batch' line (SGLang's "
+        DEFAULT_DECODE_LOG_INTERVAL, ge=DECODE_LOG_INTERVAL_MIN, le=DECODE_LOG_INTERVAL_MAX, description="Decode steps per 'Decode batch' line (SGLang's "
         "--decode-log-interval). A decode_log_interval= value in the log's server_args line wins.")
     chunked_prefill_size: int | None = Field(
         None, ge=1, le=10_000_000, description="SGLang's --chunked-prefill-size, used only when the log "

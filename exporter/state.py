@@ -32,6 +32,7 @@ from .events import (
     Retraction,
     ServerArgs,
 )
+from .limits import DEFAULT_DECODE_LOG_INTERVAL, MAX_REPLICAS, MAX_SCHEDULERS, QUEUE_SAMPLE_MAX_GAP_SECONDS
 
 #: ``sglang_scheduler_batch_size`` buckets: powers of two and halfway points over 1..1024.
 BATCH_SIZE_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
@@ -43,17 +44,6 @@ PREFILL_TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 1638
 QUEUE_WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
                       30.0, 60.0, 120.0, 300.0, 600.0)
 
-#: Longest gap between two samples of ``#queue-req`` that the time-weighted queue integral trusts.
-#: SGLang prints nothing while idle, so a longer silence is idle time (or a stall that the
-#: staleness alert reports), not "the last queue length held all along".
-QUEUE_SAMPLE_MAX_GAP_SECONDS = 60.0
-
-DEFAULT_DECODE_LOG_INTERVAL = 40
-#: Most schedulers (DP ranks) tracked. Each adds about 150 series; real DP sizes are far below this.
-MAX_SCHEDULERS = 256
-#: Most replicas (distinct PP/ATTN_CP/MOE_DP/TP/EP tag sets) tracked over all schedulers together
-#: (each holds its own counters and histograms, about 2 KB).
-MAX_REPLICAS = 4096
 
 
 class Histogram:

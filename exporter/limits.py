@@ -1,0 +1,42 @@
+"""Bounds that several modules must agree on, declared once.
+
+The parser, the scheduler state, the settings and the report all import from here; none restates a
+value. Each bound says why it is what it is.
+"""
+
+from __future__ import annotations
+
+#: Values a log field may take: ``0 <= x < MAX_VALUE``. SGLang prints no count, size, ratio or rate
+#: near this; a larger value is damage (and beyond 2**53 a float counter would stop counting).
+MAX_VALUE = 1e15
+#: Digits of the longest count accepted (``MAX_VALUE`` has 16 digits, so 15 keep a count below it).
+MAX_COUNT_DIGITS = 15
+
+#: ``--decode-log-interval`` (SGLang's, default 40): decode steps per ``Decode batch`` line.
+DEFAULT_DECODE_LOG_INTERVAL = 40
+#: Accepted range of the decode-log interval, inclusive, from the log's ``server_args`` or a setting.
+DECODE_LOG_INTERVAL_MIN, DECODE_LOG_INTERVAL_MAX = 1, 100_000
+
+#: Longest log line kept by default (bytes); longer lines are dropped and counted.
+DEFAULT_MAX_LINE_BYTES = 1 << 20
+#: Accepted range of ``--log.max-line-bytes``, inclusive.
+MAX_LINE_BYTES_MIN, MAX_LINE_BYTES_MAX = 1 << 10, 64 << 20
+
+#: Longest gap between two samples of ``#queue-req`` that a time integral trusts (seconds). SGLang
+#: prints nothing while idle, so a longer silence is idle time (or a stall), not "the last queue
+#: length held all along". The exporter and the report cap idle gaps alike.
+QUEUE_SAMPLE_MAX_GAP_SECONDS = 60.0
+
+#: Most schedulers tracked. Each adds about 150 series; real DP sizes are far below this.
+MAX_SCHEDULERS = 256
+#: Most replicas (distinct PP/ATTN_CP/MOE_DP/TP/EP tag sets) tracked over all schedulers together
+#: (each holds its own counters and histograms, about 2 KB).
+MAX_REPLICAS = 4096
+
+#: Largest settings file read (a TOML file of settings is a few hundred bytes).
+CONFIG_FILE_MAX_BYTES = 1 << 20
+
+
+def in_value_range(x: float) -> bool:
+    """True when ``x`` is a value SGLang can print: finite and ``0 <= x < MAX_VALUE`` (NaN is not)."""
+    return 0.0 <= x < MAX_VALUE
