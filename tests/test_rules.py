@@ -1,11 +1,12 @@
-"""The Prometheus rule files: promtool accepts them, every alert is tested both ways, names are real.
+"""The Prometheus rule files: generated, promtool accepts them, every alert is tested both ways, names are real.
 
+* the committed rule files equal what ``python3 -m monitoring`` gives from monitoring/config.py;
 * ``promtool check rules`` on every rule file and ``promtool test rules`` on every test file;
 * every alert has a promtool case where it fires and one where it must not (an ``exp_alerts: []``);
 * every metric a rule reads exists in the real exporter's output (one-shot over the whole corpus; GPU
   names from the GPU collector run on the fake NVML backend), with the label values the rule selects;
 * recording rules are named ``level:metric:operations``; alerts carry severity, summary, a templated
-  description and a runbook_url whose section exists in docs/runbook.md.
+  description and an absolute runbook_url (the config's one base) whose section exists in docs/runbook.md.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ import pytest
 import yaml
 from conftest import CORPUS, ROOT, corpus_files
 from prometheus_client.parser import text_string_to_metric_families
+
+sys.path.insert(0, str(ROOT))  # monitoring/ builds files and is not installed with the package
+import monitoring  # noqa: E402
+from monitoring.config import DEFAULT  # noqa: E402
 
 RULES_DIR = ROOT / "deploy" / "prometheus"
 RULE_FILES = sorted(RULES_DIR.glob("sglang-*.yml"))
@@ -128,6 +133,20 @@ def test_rule_files_exist():
     assert TEST_FILES
 
 
+def test_committed_rule_files_are_the_generators_output():
+    built = monitoring.rule_files(DEFAULT)
+    assert sorted(built) == [p.name for p in RULE_FILES]
+    for p in RULE_FILES:
+        assert p.read_text() == built[p.name], f"{p.name} is stale: run python3 -m monitoring"
+
+
+def test_the_group_idiom_is_written_once():
+    """The sglang_group defaulting lives in monitoring/promql.py only; the YAML has it per raw read."""
+    sources = "".join(p.read_text() for p in (ROOT / "monitoring").rglob("*.py"))
+    assert sources.count('label_replace(') == 1
+    assert (RULES_DIR / "sglang-recording-rules.yml").read_text().count("label_replace(") == 29
+
+
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
 def test_promtool_check_rules(promtool, path):
     r = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
@@ -169,7 +188,8 @@ def test_alerts_follow_the_mixin_conventions():
         ann = alert["annotations"]
         assert ann["summary"] and "{{" not in ann["summary"], f"{name}: summary must be static"
         assert "{{ $value" in ann["description"] or "{{ $labels" in ann["description"], name
-        assert ann["runbook_url"] == f"docs/runbook.md#{name.lower()}", name
+        assert ann["runbook_url"] == f"{DEFAULT.runbook_base}#{name.lower()}", name
+        assert re.fullmatch(r"https://[^\s#]+/docs/runbook\.md#[a-z0-9]+", ann["runbook_url"]), name
         assert name.lower() in anchors, f"{name}: no section '{name}' in docs/runbook.md"
         # Conditions need a for: so that they do not flap; events (XID, ECC) fire at once and hold.
         assert alert.get("for") or alert.get("keep_firing_for"), f"{name}: needs for: or keep_firing_for:"

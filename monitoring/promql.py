@@ -1,0 +1,100 @@
+"""PromQL and wording helpers shared by the rules, the alerts and the dashboards.
+
+The one idiom worth a name is :func:`per_group`: read a raw scheduler series of every pod, give a
+target without the group label a group of its own (its ``instance``), and merge the pods of one group
+with ``max`` (every sidecar of a multi-node server counts the same retractions; a sum would multiply
+them). docs/runbook.md, "Multi-node groups", explains it for users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .config import Config
+
+
+def selector(metric: str, *matchers: str) -> str:
+    """``metric{m1, m2}`` (no braces when there is no matcher); empty matchers are skipped."""
+    inner = ", ".join(m for m in matchers if m)
+    return f"{metric}{{{inner}}}" if inner else metric
+
+
+def indent(text: str, by: int = 2) -> str:
+    """Indent every line of a (multi-line) expression."""
+    return "\n".join(" " * by + line for line in text.splitlines())
+
+
+def by(cfg: Config, *split: str) -> str:
+    """``namespace, job, sglang_group, dp_rank[, split...]``: the labels of one recorded scheduler."""
+    return ", ".join((*cfg.group_by, *split))
+
+
+def per_group(cfg: Config, fn: Callable[[str], str], metric: str, matchers: str = "",
+              split: tuple[str, ...] = ()) -> str:
+    """The pods of one group merged with max, per scheduler (and per ``split`` label value).
+
+    ``fn`` turns a selector into the per-pod expression (``lambda s: f"rate({s}[5m])"``, or identity
+    for a gauge); ``matchers`` narrows the metric (``'phase="decode"'``)."""
+    g = cfg.group_label
+    default = fn(selector(metric, matchers, f'{g}=""'))
+    given = fn(selector(metric, matchers, f'{g}!=""'))
+    return (f"max by ({by(cfg, *split)}) (\n"
+            f'    label_replace({default}, "{g}", "$1", "{cfg.group_default_from}", "(.*)")\n'
+            f"  or\n"
+            f"    {given}\n"
+            f")")
+
+
+def summed(cfg: Config, inner: str) -> str:
+    """``sum by (<scheduler>) (inner)``: adds the split values (phase, method) of ``per_group``."""
+    return f"sum by ({by(cfg)}) (\n{indent(inner)}\n)"
+
+
+def divide(cfg: Config, numerator: str, denominator: str, *, on: bool = True) -> str:
+    """``numerator / on (<scheduler>) (denominator > 0)``: a ratio that is absent, never infinite,
+    where the denominator is 0."""
+    match = f" on ({by(cfg)})" if on else ""
+    if "\n" in denominator:
+        return f"{numerator}\n/{match}\n(\n{indent(denominator)}\n  > 0\n)"
+    return f"{numerator}\n/{match}\n({denominator} > 0)"
+
+
+def num(value: float) -> str:
+    """A threshold as PromQL and people write it: 0.05, 3, 300."""
+    return f"{value:g}"
+
+
+def percent(ratio: float) -> str:
+    """0.05 -> '5%', 0.955 -> '95.5%'."""
+    return f"{round(ratio * 100, 6):g}%"
+
+
+_UNITS = {"s": ("second", "seconds"), "m": ("minute", "minutes"), "h": ("hour", "hours"), "d": ("day", "days")}
+
+
+def words(duration: str) -> str:
+    """A Prometheus duration in words: '15m' -> '15 minutes', '1h' -> '1 hour'."""
+    count, unit = int(duration[:-1]), duration[-1]
+    one, many = _UNITS[unit]
+    return f"{count} {one if count == 1 else many}"
+
+
+def the_last(duration: str) -> str:
+    """'1h' -> 'the last hour', '30m' -> 'the last 30 minutes'."""
+    count, unit = int(duration[:-1]), duration[-1]
+    return f"the last {_UNITS[unit][0]}" if count == 1 else f"the last {words(duration)}"
+
+
+def short_seconds(seconds: float) -> str:
+    """Seconds as Prometheus writes a duration: 300 -> '5m', 10 -> '10s'."""
+    s = int(seconds)
+    if s == seconds and s % 3600 == 0:
+        return f"{s // 3600}h"
+    if s == seconds and s % 60 == 0:
+        return f"{s // 60}m"
+    return f"{num(seconds)}s"
+
+
+def scheduler_ref(cfg: Config) -> str:
+    """How an alert description names the scheduler: ``dp_rank={{ $labels.dp_rank }}``."""
+    return " ".join(f"{label}={{{{ $labels.{label} }}}}" for label in cfg.scheduler_labels)
