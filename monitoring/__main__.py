@@ -1,4 +1,4 @@
-"""``python3 -m monitoring``: write the rule files from monitoring/config.py.
+"""``python3 -m monitoring``: write the rule files and dashboards from monitoring/config.py.
 
 Run from the repository root. Exit status: 0 done (or current with --check), 1 a file is stale
 (--check), 2 a bad option.
@@ -30,15 +30,15 @@ def _kubernetes_outputs() -> dict[Path, str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python3 -m monitoring",
-        description="Write deploy/prometheus/sglang-{recording-rules,alerts}.yml and their Kubernetes wrapper "
-                    "(deploy/kubernetes/example/) from monitoring/config.py.",
+        description="Write deploy/prometheus/sglang-{recording-rules,alerts}.yml, grafana/sglang-*.json and their "
+                    "Kubernetes wrappers (deploy/kubernetes/example/) from monitoring/config.py.",
         epilog="example: python3 -m monitoring --runbook-base "
                "https://github.com/acme/sglang-exporter/blob/v0.1.0/docs/runbook.md --out /tmp/sglang-rules")
     parser.add_argument("--runbook-base", metavar="URL", default=DEFAULT.runbook_base,
                         help="absolute URL of docs/runbook.md (or a page with the same anchors); each alert's "
                              "runbook_url is URL#<alert name in lower case> (default: %(default)s)")
     parser.add_argument("--out", metavar="DIR", type=Path,
-                        help="write the two rule files into DIR instead of the repository "
+                        help="write the two rule files and the dashboards into DIR instead of the repository "
                              "(no Kubernetes wrappers); for a build with your own --runbook-base")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 naming each committed file that differs from what the config gives")

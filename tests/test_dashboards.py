@@ -1,16 +1,20 @@
-"""The Grafana dashboards: generated, valid, conventional, and reading only metrics that exist.
+"""The Grafana dashboards: generated, valid, conventional, readable, and reading only metrics that exist.
 
-* the committed JSON equals ``grafana/build_dashboards.py``'s output;
+* the committed JSON equals what ``python3 -m monitoring`` builds (monitoring/dashboards/, Grafana's
+  foundation SDK);
 * valid JSON, stable unique uids, the datasource/namespace/pod and dp_rank (or gpu) variables;
 * every panel has the ``${datasource}`` variable as data source (panel and targets), a unit and a
   description; every rate/increase uses ``$__rate_interval``;
 * every expression parses (``promtool check rules`` on the expressions with the variables filled in)
-  and every metric it reads is in the real exporter's output; recording rules it reads exist.
+  and every metric it reads is in the real exporter's output; recording rules it reads exist;
+* the scheduler dashboard opens with the on-call row (retraction share vs the alert threshold, KV
+  occupancy, decode batch p50 as a share of the ceiling, mean queue wait), coloured by the config's
+  thresholds; no two lines plot the same expression; units match what is drawn (bytes only for byte
+  metrics, ratios on ratio axes, never mixed with counts); panels tile the 24-column grid.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -19,6 +23,9 @@ import pytest
 import yaml
 from conftest import ROOT
 from test_rules import RULE_FILES, check_references
+
+from monitoring import dashboards
+from monitoring.config import DEFAULT
 
 GRAFANA = ROOT / "grafana"
 FILES = sorted(GRAFANA.glob("*.json"))
@@ -55,13 +62,10 @@ def fill(expr: str) -> str:
 
 
 def test_committed_json_is_the_builders_output():
-    spec = importlib.util.spec_from_file_location("build_dashboards", GRAFANA / "build_dashboards.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    built = module.build()
+    built = dashboards.build(DEFAULT)
     assert sorted(built) == [p.name for p in FILES]
     for p in FILES:
-        assert p.read_text() == built[p.name], f"{p.name} is stale: run python grafana/build_dashboards.py"
+        assert p.read_text() == built[p.name], f"{p.name} is stale: run python3 -m monitoring"
 
 
 def test_stable_unique_uids_and_variables():
@@ -143,3 +147,182 @@ def test_file_provisioning():
 def test_dashboard_json_is_valid(name):
     d = json.loads((GRAFANA / name).read_text())
     assert d["schemaVersion"] >= 36 and isinstance(d["panels"], list)
+
+
+# ------------------------------------------------------------------ read in five seconds (issue 11 item 7)
+
+
+def _steps(panel: dict) -> list[tuple[float | None, str]]:
+    return [(s["value"], s["color"]) for s in panel["fieldConfig"]["defaults"]["thresholds"]["steps"]]
+
+
+def _on_call_row(board: dict) -> list[dict]:
+    """The panels between the first row header and the second."""
+    rows = [p for p in board["panels"] if p["type"] == "row"]
+    top, below = rows[0]["gridPos"]["y"], rows[1]["gridPos"]["y"]
+    return [p for p in board["panels"] if p["type"] != "row" and top < p["gridPos"]["y"] < below]
+
+
+def test_scheduler_dashboard_opens_with_the_on_call_row():
+    board = _dashboards()["sglang-scheduler.json"]
+    first = board["panels"][0]
+    assert first["type"] == "row" and first["gridPos"]["y"] == 0
+    top = _on_call_row(board)
+    assert [p["type"] for p in top] == ["stat"] * 4
+    assert sum(p["gridPos"]["w"] for p in top) == 24 and {p["gridPos"]["y"] for p in top} == {1}
+    retraction, kv, batch, wait = top
+    a = DEFAULT.alerts
+
+    assert retraction["title"] == "Retraction share (5% rule)"
+    (expr,) = [t["expr"] for t in retraction["targets"]]
+    assert re.search(r"rate\(sglang_scheduler_retractions_total\{[^}]*\}\[\$__rate_interval\]\)\) / \(sum by .*rate\(sglang_scheduler_batches_total\{", expr)
+    assert retraction["fieldConfig"]["defaults"]["unit"] == "percentunit"
+    assert _steps(retraction) == [(None, "green"), (a["SGLangRetractionRatioHigh"].threshold, "red")] == [(None, "green"), (0.05, "red")]
+
+    assert kv["title"] == "KV cache occupancy"
+    assert [t["expr"] for t in kv["targets"]] == ['sglang_scheduler_kv_usage_ratio{namespace=~"$namespace", pod=~"$pod", dp_rank=~"$dp_rank"}']
+    assert kv["fieldConfig"]["defaults"]["unit"] == "percentunit" and kv["fieldConfig"]["defaults"]["max"] == 1
+    assert _steps(kv)[-1] == (a["SGLangKVCacheSaturated"].threshold, "red")
+
+    assert batch["title"] == "Decode batch p50 / ceiling"
+    (expr,) = [t["expr"] for t in batch["targets"]]
+    assert expr.startswith('histogram_quantile(0.5, sum by (namespace, pod, dp_rank, le) (rate(sglang_scheduler_batch_size_bucket{')
+    assert 'phase="decode"' in expr
+    assert re.search(r"\) / on \(namespace, pod, dp_rank\) \(max by \(namespace, pod, dp_rank\) \(sglang_scheduler_max_running_requests\{.*\}\) > 0\)$", expr)
+    assert batch["fieldConfig"]["defaults"]["unit"] == "percentunit" and batch["fieldConfig"]["defaults"]["max"] == 1
+
+    assert wait["title"] == "Mean queue wait"
+    (expr,) = [t["expr"] for t in wait["targets"]]
+    assert re.search(r"rate\(sglang_scheduler_queue_request_seconds_total\{[^}]*\}\[\$__rate_interval\]\)\) / \(sum by .*rate\(sglang_scheduler_admitted_requests_total\{", expr)
+    assert wait["fieldConfig"]["defaults"]["unit"] == "s"
+    assert _steps(wait)[-1] == (a["SGLangQueueWaitHigh"].threshold, "red")
+
+    for p in top:
+        assert p["options"]["reduceOptions"]["calcs"] == ["lastNotNull"], p["title"]
+
+
+def test_dashboard_thresholds_follow_the_config():
+    """A threshold changed in monitoring/config.py moves the coloured lines with the alert."""
+    import dataclasses
+
+    alerts = dict(DEFAULT.alerts)
+    alerts["SGLangRetractionRatioHigh"] = dataclasses.replace(alerts["SGLangRetractionRatioHigh"], threshold=0.02)
+    cfg = dataclasses.replace(DEFAULT, alerts=alerts)
+    board = json.loads(dashboards.build(cfg)["sglang-scheduler.json"])
+    share = _on_call_row(board)[0]
+    assert share["title"] == "Retraction share (2% rule)" and _steps(share)[-1] == (0.02, "red")
+    line = next(p for p in _panels(board) if p["title"] == "Retraction ratio vs the 2% line")
+    assert _steps(line)[-1] == (0.02, "red")
+
+
+def _normal(expr: str) -> str:
+    return re.sub(r"\s+", "", expr)
+
+
+def test_no_two_lines_plot_the_same_expression():
+    """Within a panel no target repeats another; across a dashboard no two graph lines are the same
+    expression (a stat panel may show the latest value of a line drawn below it)."""
+    for name, board in _dashboards().items():
+        seen: dict[str, str] = {}
+        for p in _panels(board):
+            exprs = [_normal(t["expr"]) for t in p["targets"]]
+            assert len(exprs) == len(set(exprs)), f"{name}: {p['title']} draws one expression twice"
+            if p["type"] == "stat":
+                continue
+            for e in exprs:
+                assert e not in seen, f"{name}: {p['title']} and {seen[e]} draw the same line"
+                seen[e] = p["title"]
+
+
+_RAW = re.compile(r"(?<![\w:])(sglang_(?:scheduler|exporter|gpu)_\w+?)(?:_bucket|_sum|_count)?(?![\w:])")
+_BARE = re.compile(r"(sglang_\w+)\{[^}]*\}(?: > 0)?")
+
+
+def _kind(expr: str) -> str:
+    """What a target draws: 'ratio' (a _ratio gauge, a ratio recording rule or a quotient), 'bytes'
+    (only _bytes metrics, no quotient), else 'other'."""
+    names = set(_RAW.findall(expr))
+    if re.search(r":(?:\w*ratio\w*)\b", expr) or (_BARE.fullmatch(expr) and expr.split("{")[0].endswith("_ratio")):
+        return "ratio"
+    if " / " in expr:
+        return "ratio" if all(n.endswith("_bytes") for n in names) else "quotient"
+    if names and all(n.endswith("_bytes") for n in names):
+        return "bytes"
+    if names and all(n.endswith("_ratio") for n in names):
+        return "ratio"
+    return "other"
+
+
+def test_units_match_what_is_drawn():
+    """Bytes axes draw only byte metrics; ratio gauges sit on percentunit axes; a percentunit axis
+    draws no count (queue counts and ratios are separate panels)."""
+    for name, board in _dashboards().items():
+        for p in _panels(board):
+            where = f"{name}: {p['title']}"
+            unit = p["fieldConfig"]["defaults"]["unit"]
+            kinds = {_kind(t["expr"]) for t in p["targets"]}
+            if unit == "bytes":
+                assert kinds == {"bytes"}, (where, kinds)
+            if "bytes" in kinds:
+                assert unit == "bytes", (where, unit)
+            if "ratio" in kinds:
+                assert unit == "percentunit" and kinds <= {"ratio", "quotient"}, (where, unit, kinds)
+            if unit == "percentunit":
+                assert "other" not in kinds and "bytes" not in kinds, (where, kinds)
+
+
+def test_units_check_catches_mixed_panels():
+    assert _kind('sglang_gpu_processes{gpu=~"$gpu"}') == "other"
+    assert _kind('sglang_gpu_process_memory_used_bytes{gpu=~"$gpu"}') == "bytes"
+    assert _kind('sglang_scheduler_pd_preallocated_usage_ratio{pod=~"$pod"}') == "ratio"
+    assert _kind('sglang_scheduler_pd_queue_requests{pod=~"$pod"}') == "other"
+    assert _kind("1 - sglang_gpu_memory_free_bytes{} / sglang_gpu_memory_total_bytes{}") == "ratio"
+
+
+def test_panels_tile_the_grid():
+    """Every panel lies inside the 24 columns and no two overlap (the SDK's auto layout would let a
+    line of panels wider than 24 run off the grid)."""
+    for name, board in _dashboards().items():
+        boxes = []
+        for p in board["panels"]:
+            g = p["gridPos"]
+            assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0, (name, p["title"], g)
+            for title, o in boxes:
+                apart = (g["x"] + g["w"] <= o["x"] or o["x"] + o["w"] <= g["x"]
+                         or g["y"] + g["h"] <= o["y"] or o["y"] + o["h"] <= g["y"])
+                assert apart, f"{name}: {p['title']} overlaps {title}"
+            boxes.append((p["title"], g))
+
+
+def test_on_call_row_figures_on_known_series(promtool, tmp_path):
+    """promtool evaluates the four stat queries on series with known answers: 3 retractions per 100
+    batches, KV at 97%, a decode batch p50 of 80 (10 steps per minute in the (64, 96] bucket) under a
+    ceiling of 2048, and 120 request-seconds of waiting per 30 admissions."""
+    top = {p["title"]: p["targets"][0]["expr"] for p in _on_call_row(_dashboards()["sglang-scheduler.json"])}
+    pod = 'namespace="ns", pod="p", dp_rank="0"'
+    series = {
+        f'sglang_scheduler_batches_total{{{pod}, phase="decode"}}': "0+100x20",
+        f'sglang_scheduler_batches_total{{{pod}, phase="prefill"}}': "0x20",
+        f"sglang_scheduler_retractions_total{{{pod}}}": "0+3x20",
+        f"sglang_scheduler_kv_usage_ratio{{{pod}}}": "0.97x20",
+        f'sglang_scheduler_batch_size_bucket{{{pod}, phase="decode", le="64.0"}}': "0x20",
+        f'sglang_scheduler_batch_size_bucket{{{pod}, phase="decode", le="96.0"}}': "0+10x20",
+        f'sglang_scheduler_batch_size_bucket{{{pod}, phase="decode", le="+Inf"}}': "0+10x20",
+        f"sglang_scheduler_max_running_requests{{{pod}}}": "2048x20",
+        f"sglang_scheduler_queue_request_seconds_total{{{pod}}}": "0+120x20",
+        f"sglang_scheduler_admitted_requests_total{{{pod}}}": "0+30x20",
+    }
+    want = {"Retraction share (5% rule)": (f"{{{pod}}}", 0.03),
+            "KV cache occupancy": (f"sglang_scheduler_kv_usage_ratio{{{pod}}}", 0.97),
+            "Decode batch p50 / ceiling": (f"{{{pod}}}", 80 / 2048),
+            "Mean queue wait": (f"{{{pod}}}", 4.0)}
+    assert sorted(top) == sorted(want)
+    tests = [{"interval": "1m",
+              "input_series": [{"series": k, "values": v} for k, v in series.items()],
+              "promql_expr_test": [{"expr": fill(top[title].replace("$__rate_interval", "5m")), "eval_time": "10m",
+                                    "exp_samples": [{"labels": labels, "value": value}]}
+                                   for title, (labels, value) in want.items()]}]
+    path = tmp_path / "on-call-row.test.yml"
+    path.write_text(yaml.safe_dump({"rule_files": [], "evaluation_interval": "1m", "tests": tests}))
+    r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr

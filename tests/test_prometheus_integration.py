@@ -226,6 +226,22 @@ def test_prometheus_scrapes_exporter_and_rules_compute_the_retraction_share(stac
                 results[(name, panel["title"], t["refId"])] = prom.query(expr)  # raises on a query error
     ratio_panel = results[("sglang-scheduler.json", "Retraction ratio vs the 5% line", "A")]
     assert len(ratio_panel) == 1 and math.isclose(float(ratio_panel[0]["value"][1]), expected, rel_tol=1e-9)
+
+    # The on-call row of stat panels shows the figures of the log: the retraction share and Little's
+    # law exactly, KV occupancy as exported. The decode batch p50 / ceiling returns one series per
+    # scheduler; its value is not checked here because the exporter exposes the finite batch-size
+    # buckets only from the scheduler's first batch line on, so their first stored sample already
+    # holds the storm (tests/test_dashboards.py checks that figure on known series with promtool).
+    def stat(title: str) -> float:
+        (series,) = results[("sglang-scheduler.json", title, "A")]
+        assert series["metric"].get("dp_rank") == "0", (title, series)
+        return float(series["value"][1])
+
+    assert math.isclose(stat("Retraction share (5% rule)"), expected, rel_tol=1e-9)
+    assert math.isclose(stat("Mean queue wait"), 123 / 2, rel_tol=1e-9)
+    assert math.isclose(stat("KV cache occupancy"),
+                        value(exported(), "sglang_scheduler_kv_usage_ratio", dp_rank="0"), rel_tol=1e-9)
+    stat("Decode batch p50 / ceiling")
     for key in [("sglang-scheduler.json", "Decode batch size percentiles vs the configured ceiling", "A"),
                 ("sglang-scheduler.json", "Queue wait", "A"),
                 ("sglang-capacity.json", "KV capacity in requests vs ceiling and actual batch", "B"),

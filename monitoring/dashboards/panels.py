@@ -1,0 +1,203 @@
+"""Our conventions on top of Grafana's foundation SDK (``grafana-foundation-sdk``, Grafana 11.6 schema).
+
+The SDK builds and serialises the dashboard model; this module only fixes what every panel of ours
+has: the ``${datasource}`` variable on the panel and each target, a unit, a description, refIds A, B, ...
+in order, thresholds as ``(value, colour)`` pairs, and ids numbered in panel order (the SDK leaves
+panel ids unset). Layout: the SDK places panels left to right and starts a new line at 24 columns;
+give the panels of a line widths that add up to 24 (tests/test_dashboards.py checks that no two
+panels overlap).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from grafana_foundation_sdk.builders import common as common_b
+from grafana_foundation_sdk.builders import dashboard as dash
+from grafana_foundation_sdk.builders import heatmap as heatmap_b
+from grafana_foundation_sdk.builders import prometheus, stat, table, timeseries
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as common_m
+from grafana_foundation_sdk.models import dashboard as dash_m
+from grafana_foundation_sdk.models import heatmap as heatmap_m
+from grafana_foundation_sdk.models import prometheus as prometheus_m
+
+from ..config import Config
+
+DS = dash_m.DataSourceRef(type_val="prometheus", uid="${datasource}")
+UIDS = {"scheduler": "sglang-scheduler", "gpu": "sglang-gpu", "capacity": "sglang-capacity"}
+TITLES = {"scheduler": "Scheduler", "gpu": "GPU", "capacity": "Capacity"}
+#: Target: (PromQL, legend).
+Target = tuple[str, str]
+
+
+def scheduler_names(cfg: Config) -> str:
+    """Legend text of a scheduler: ``dp{{dp_rank}}`` (``{{stage}} dp{{dp_rank}}`` with stages)."""
+    return " ".join("dp{{dp_rank}}" if label == "dp_rank" else f"{{{{{label}}}}}" for label in cfg.scheduler_labels)
+
+
+def recorded(cfg: Config, rule: str) -> Target:
+    """A recording rule's series (one per group and scheduler: no pod filter), legend ``group dpN``."""
+    sel = ", ".join(f'{label}=~"${label}"' for label in ("namespace", *cfg.scheduler_labels))
+    return f"{rule}{{{sel}}}", f"{{{{{cfg.group_label}}}}} {scheduler_names(cfg)}"
+
+
+def row(title: str) -> dash.Row:
+    """A row header (expanded)."""
+    return dash.Row(title)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The selector, grouping and legend of one dashboard's series.
+
+    ``sel`` filters by the dashboard variables (``namespace=~"$namespace", pod=~"$pod", dp_rank=~"$dp_rank"``),
+    ``by`` groups per pod and scheduler, ``legend`` names a series (``{{pod}} dp{{dp_rank}}``)."""
+
+    sel: str
+    by: str
+    legend: str
+
+    @classmethod
+    def scheduler(cls, cfg: Config) -> Scope:
+        labels = ("namespace", "pod", *cfg.scheduler_labels)
+        return cls(", ".join(f'{label}=~"${label}"' for label in labels), ", ".join(labels),
+                   f"{{{{pod}}}} {scheduler_names(cfg)}")
+
+    @classmethod
+    def gpu(cls) -> Scope:
+        return cls('namespace=~"$namespace", pod=~"$pod", gpu=~"$gpu"', "namespace, pod, gpu", "{{pod}} gpu{{gpu}}")
+
+    def of(self, metric: str, extra: str = "") -> str:
+        """``metric{<sel>[, extra]}``."""
+        return f"{metric}{{{self.sel}, {extra}}}" if extra else f"{metric}{{{self.sel}}}"
+
+    def rate(self, metric: str, extra: str = "", by: str | None = None) -> str:
+        """Per-second rate summed per pod and scheduler (``$__rate_interval``)."""
+        return f"sum by ({by or self.by}) (rate({self.of(metric, extra)}[$__rate_interval]))"
+
+    def quantile(self, q: float, metric: str, extra: str = "") -> str:
+        """``histogram_quantile`` of a histogram, per pod and scheduler."""
+        return (f"histogram_quantile({q:g}, sum by ({self.by}, le) "
+                f"(rate({self.of(metric + '_bucket', extra)}[$__rate_interval])))")
+
+    def latest(self, metric: str) -> str:
+        """A start-up gauge (one value per scheduler even when several ranks print it)."""
+        return f"max by ({self.by}) ({self.of(metric)})"
+
+
+def _targets(panel, targets: list[Target], *, instant: bool = False, fmt: prometheus_m.PromQueryFormat | None = None):
+    for ref, (expr, legend) in zip("ABCDEFGH", targets, strict=False):
+        q = prometheus.Dataquery().expr(expr).legend_format(legend).ref_id(ref).datasource(DS)
+        if instant:
+            q = q.instant()
+        if fmt is not None:
+            q = q.format(fmt)
+        panel = panel.with_target(q)
+    return panel
+
+
+def _thresholds(steps: list[tuple[float, str]], base: str) -> dash.ThresholdsConfig:
+    return dash.ThresholdsConfig().mode(dash_m.ThresholdsMode.ABSOLUTE).steps(
+        [dash_m.Threshold(color=base, value=None), *(dash_m.Threshold(color=c, value=v) for v, c in steps)])
+
+
+def _common(panel, title: str, description: str, unit: str, w: int, h: int, lo: float | None, hi: float | None):
+    panel = panel.title(title).description(description).datasource(DS).unit(unit).span(w).height(h)
+    if lo is not None:
+        panel = panel.min(lo)
+    if hi is not None:
+        panel = panel.max(hi)
+    return panel
+
+
+def graph(title: str, description: str, unit: str, targets: list[Target], *, w: int = 12, h: int = 8,
+          lo: float | None = None, hi: float | None = None, thresholds: list[tuple[float, str]] = ()):
+    """A time series panel; one threshold is drawn as line and area, several as lines."""
+    panel = _targets(_common(timeseries.Panel(), title, description, unit, w, h, lo, hi), targets)
+    if thresholds:
+        mode = common_m.GraphThresholdsStyleMode.LINE_AND_AREA if len(thresholds) == 1 else common_m.GraphThresholdsStyleMode.LINE
+        panel = panel.thresholds(_thresholds(thresholds, "green")).thresholds_style(
+            common_b.GraphThresholdsStyleConfig().mode(mode))
+    return panel
+
+
+def single(title: str, description: str, unit: str, targets: list[Target], *, w: int = 6, h: int = 4,
+           lo: float | None = None, hi: float | None = None, thresholds: list[tuple[float, str]] = (),
+           base: str = "green", background: bool = False):
+    """A stat panel: the latest value of each series, coloured by its thresholds, with a sparkline."""
+    panel = _targets(_common(stat.Panel(), title, description, unit, w, h, lo, hi), targets)
+    panel = panel.reduce_options(common_b.ReduceDataOptions().calcs(["lastNotNull"]).values(False)).graph_mode(
+        common_m.BigValueGraphMode.AREA)
+    if background:
+        panel = panel.color_mode(common_m.BigValueColorMode.BACKGROUND)
+    if thresholds or base != "green":
+        panel = panel.thresholds(_thresholds(list(thresholds), base))
+    return panel
+
+
+def heat(title: str, description: str, unit: str, target: Target, scheme: str, *, w: int = 12, h: int = 8):
+    """A heatmap of histogram buckets already counted per interval (no calculation by Grafana)."""
+    panel = _targets(_common(heatmap_b.Panel(), title, description, unit, w, h, None, None), [target],
+                     fmt=prometheus_m.PromQueryFormat.HEATMAP)
+    return (panel.calculate(False).cell_gap(1).y_axis(heatmap_b.YAxisConfig().unit(unit))
+            .color(heatmap_b.HeatmapColorOptions().mode(heatmap_m.HeatmapColorMode.SCHEME).scheme(scheme)))
+
+
+def grid(title: str, description: str, target: Target, *, w: int = 12, h: int = 8):
+    """A table of the labels of an info metric (instant query)."""
+    return _targets(_common(table.Panel(), title, description, "none", w, h, None, None), [target],
+                    instant=True, fmt=prometheus_m.PromQueryFormat.TABLE)
+
+
+def _query_variable(name: str, label: str, q: str) -> dash.QueryVariable:
+    return (dash.QueryVariable(name).label(label).datasource(DS).query(q)
+            .refresh(dash_m.VariableRefresh.ON_TIME_RANGE_CHANGED).include_all(True).all_value(".*").multi(True)
+            .sort(dash_m.VariableSort.ALPHABETICAL_ASC)
+            .current(dash_m.VariableOption(selected=True, text=["All"], value=["$__all"])))
+
+
+def variables(cfg: Config, kind: str) -> list:
+    """Data source, namespace, pod, then the scheduler labels (or gpu), then the safety factor."""
+    pods = 'namespace=~"$namespace"'
+    out = [dash.DatasourceVariable("datasource").label("Data source").type("prometheus"),
+           _query_variable("namespace", "Namespace", "label_values(sglang_exporter_build_info, namespace)"),
+           _query_variable("pod", "Pod", f"label_values(sglang_exporter_build_info{{{pods}}}, pod)")]
+    if kind == "gpu":
+        out.append(_query_variable("gpu", "GPU", f'label_values(sglang_gpu_info{{{pods}, pod=~"$pod"}}, gpu)'))
+        return out
+    for label in cfg.scheduler_labels:
+        out.append(_query_variable(label, "DP rank (scheduler)" if label == "dp_rank" else f"{label} (scheduler)",
+                                   f'label_values(sglang_scheduler_batches_total{{{pods}, pod=~"$pod"}}, {label})'))
+    if kind == "capacity":
+        chosen = f"{cfg.safety_factor:g}"
+        out.append(dash.CustomVariable("safety_factor").label("Safety factor")
+                   .values(",".join(f"{v:g}" for v in cfg.safety_factor_choices))
+                   .current(dash_m.VariableOption(selected=True, text=chosen, value=chosen))
+                   .description("Share of the estimated KV capacity to use as the running-request ceiling "
+                                "(method.md: 60-70% for offline work; fragmentation and length variance)."))
+    return out
+
+
+def dashboard(cfg: Config, kind: str, title: str, description: str) -> dash.Dashboard:
+    """An empty dashboard of ours: uid, tags, variables, links to the other two, 30 s refresh, last 3 h."""
+    uid = UIDS[kind]
+    board = (dash.Dashboard(title).uid(uid).description(description).tags(["sglang", "sglang-exporter"])
+             .editable().tooltip(dash_m.DashboardCursorSync.CROSSHAIR).version(1).refresh("30s")
+             .time("now-3h", "now").timezone(""))
+    for variable in variables(cfg, kind):
+        board = board.with_variable(variable)
+    for other, other_uid in UIDS.items():
+        if other != kind:
+            board = board.link(dash.DashboardLink(TITLES[other]).type(dash_m.DashboardLinkType.LINK)
+                               .url(f"/d/{other_uid}").target_blank(False))
+    return board
+
+
+def to_json(board: dash.Dashboard) -> str:
+    """The dashboard as committed: panels numbered 1.. in order, keys sorted, two-space indent."""
+    model = board.build()
+    for i, panel in enumerate(model.panels or [], start=1):
+        panel.id_val = i
+    return json.dumps(model, cls=JSONEncoder, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,130 @@
+"""monitoring/: one config drives the rules, the alerts and the dashboards; ``python3 -m monitoring``.
+
+* every alert has its entry in the config and every entry an alert; the YAML carries the config's
+  thresholds, durations and the one runbook base;
+* a threshold changed in the config moves the expression and the description's words together;
+* the scheduler identity is one line: with ``("stage", "dp_rank")`` (issue 13) every recording rule,
+  alert and scheduler panel keeps stages apart, and promtool accepts the result;
+* the command: ``--check`` on the committed tree, ``--runbook-base`` with ``--out``, a bad URL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import subprocess
+import sys
+
+import yaml
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT))  # monitoring/ builds files and is not installed with the package
+import monitoring  # noqa: E402
+from monitoring import alerts, dashboards, recording  # noqa: E402
+from monitoring.config import DEFAULT  # noqa: E402
+
+
+def _rules(text: str) -> list[dict]:
+    return [r for g in yaml.safe_load(text)["groups"] for r in g["rules"]]
+
+
+def _command(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "monitoring", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
+
+
+def test_every_alert_is_tuned_in_the_config_and_carries_it():
+    built = _rules(monitoring.rule_files()["sglang-alerts.yml"])
+    assert {a["alert"] for a in built} == set(DEFAULT.alerts)
+    for a in built:
+        tuning = DEFAULT.alerts[a["alert"]]
+        assert a.get("for") == tuning.for_ and a.get("keep_firing_for") == tuning.keep_firing_for, a["alert"]
+        if tuning.threshold is not None:
+            assert re.search(rf"[<>] {tuning.threshold:g}\b", a["expr"]), a["alert"]
+        assert a["annotations"]["runbook_url"] == f"{DEFAULT.runbook_base}#{a['alert'].lower()}"
+
+
+def test_a_threshold_moves_the_expression_and_the_words():
+    tuned = dict(DEFAULT.alerts)
+    tuned["SGLangRetractionRatioHigh"] = dataclasses.replace(tuned["SGLangRetractionRatioHigh"], threshold=0.02,
+                                                             for_="30m")
+    tuned["SGLangQueueWaitHigh"] = dataclasses.replace(tuned["SGLangQueueWaitHigh"], threshold=1)
+    cfg = dataclasses.replace(DEFAULT, alerts=tuned)
+    by_name = {a["alert"]: a for a in _rules(monitoring.rule_files(cfg)["sglang-alerts.yml"])}
+    retraction = by_name["SGLangRetractionRatioHigh"]
+    assert retraction["expr"].split()[-2:] == [">", "0.02"] and retraction["for"] == "30m"
+    assert "for 30 minutes; the threshold is 2%." in retraction["annotations"]["description"]
+    wait = by_name["SGLangQueueWaitHigh"]
+    assert wait["expr"].split()[-2:] == [">", "1"] and "threshold 1s" in wait["annotations"]["description"]
+
+
+def test_stages_are_a_one_line_change(promtool, tmp_path):
+    """Issue 13 adds the label ``stage``: the recording rules keep stages apart, the alerts name the
+    stage, the scheduler panels filter and group by it, and promtool accepts the rule files."""
+    cfg = dataclasses.replace(DEFAULT, scheduler_labels=("stage", "dp_rank"))
+    files = monitoring.rule_files(cfg)
+    for rule in _rules(files["sglang-recording-rules.yml"]):
+        if "max by" in rule["expr"]:
+            maxes = re.findall(r"max by \(([^)]*)\)", rule["expr"])
+            assert all(m.startswith("namespace, job, sglang_group, stage, dp_rank") for m in maxes), rule["record"]
+        for on in re.findall(r"on \(([^)]*)\)", rule["expr"]):
+            assert on == "namespace, job, sglang_group, stage, dp_rank", rule["record"]
+    scheduler = [a for a in _rules(files["sglang-alerts.yml"]) if "Scheduler" in a["annotations"]["description"]
+                 or "scheduler stage=" in a["annotations"]["description"]]
+    assert len(scheduler) == 7
+    for a in scheduler:
+        assert "stage={{ $labels.stage }} dp_rank={{ $labels.dp_rank }}" in a["annotations"]["description"], a["alert"]
+    for name, text in files.items():
+        path = tmp_path / name
+        path.write_text(text)
+        r = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+    for name in ("sglang-scheduler.json", "sglang-capacity.json"):
+        board = json.loads(dashboards.build(cfg)[name])
+        assert "stage" in {v["name"] for v in board["templating"]["list"]}, name
+        for p in board["panels"]:
+            for t in p.get("targets", []):
+                if 'dp_rank=~"$dp_rank"' in t["expr"]:
+                    assert t["expr"].count('stage=~"$stage"') == t["expr"].count('dp_rank=~"$dp_rank"'), (name, p["title"])
+                for grouping in re.findall(r"by \(([^)]*)\)", t["expr"]):
+                    if "dp_rank" in grouping:
+                        assert "stage, dp_rank" in grouping, (name, p["title"], grouping)
+
+
+def test_record_names_come_from_the_config():
+    assert DEFAULT.record("retractions_per_batch", "ratio_rate{w}") == \
+        "group_dp_rank:sglang_scheduler_retractions_per_batch:ratio_rate5m"
+    names = [r.record for r in recording.recording_rules(DEFAULT)]
+    assert len(names) == 34 and "group_dp_rank:sglang_scheduler_kv_capacity_requests:safe5m" in names
+    assert {g.name for g in alerts.groups(DEFAULT)} == {"sglang-scheduler.alerts", "sglang-exporter.alerts",
+                                                       "sglang-gpu.alerts"}
+
+
+def test_check_passes_on_the_committed_tree():
+    r = _command("--check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout == ""
+
+
+def test_runbook_base_option_writes_absolute_links_elsewhere(tmp_path):
+    base = "https://git.example.org/acme/sglang-exporter/blob/v0.1.0/docs/runbook.md"
+    r = _command("--runbook-base", base, "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == sorted(["sglang-recording-rules.yml", "sglang-alerts.yml", "sglang-scheduler.json",
+                              "sglang-gpu.json", "sglang-capacity.json"])
+    built = _rules((tmp_path / "out" / "sglang-alerts.yml").read_text())
+    assert len(built) == len(DEFAULT.alerts)
+    for a in built:
+        assert a["annotations"]["runbook_url"] == f"{base}#{a['alert'].lower()}"
+    committed = (ROOT / "deploy" / "prometheus" / "sglang-alerts.yml").read_text()
+    assert base not in committed  # the checkout is untouched
+
+
+def test_a_relative_runbook_base_is_refused_in_one_line(tmp_path):
+    r = _command("--runbook-base", "docs/runbook.md", "--out", str(tmp_path / "out"))
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "--runbook-base" in r.stderr and "'docs/runbook.md'" in r.stderr
+    assert not (tmp_path / "out").exists()
