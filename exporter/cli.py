@@ -34,8 +34,12 @@ PROG = "sglang-exporter"
 
 def build_registry(pipeline: Pipeline, idle_after: float | None,
                    gpu: GpuCollector | None = None) -> CollectorRegistry:
-    """A private registry with the scheduler and exporter collectors (and ``gpu`` if given), each guarded."""
-    registry = CollectorRegistry(auto_describe=False)
+    """A private registry with the scheduler and exporter collectors (and ``gpu`` if given), each guarded.
+
+    The collectors do not describe their families, so the registry is told to collect them for a
+    restricted scrape too (``/metrics?name[]=...``): the filter then keeps the samples named.
+    """
+    registry = CollectorRegistry(auto_describe=False, support_collectors_without_names=True)
     registry.register(GuardedCollectors([
         ("scheduler", SchedulerCollector(pipeline, idle_after)),
         ("exporter", ExporterCollector(pipeline)),

@@ -1,42 +1,63 @@
 """HTTP endpoint: ``/metrics`` (configurable), ``/healthz`` and a landing page at ``/``.
 
-Metrics are encoded by prometheus_client's WSGI app (content negotiation for OpenMetrics, gzip);
-this module only routes and serves, with a threading WSGI server so a slow client cannot block
-another scrape.
+Metrics are encoded by prometheus_client's WSGI app (content negotiation for OpenMetrics, gzip, the
+``name[]`` filter); this module only routes, and serves with waitress, whose limits bound what a
+client can make the sidecar hold (see :class:`Limits`): header bytes per request, open connections,
+worker threads, and (added here: waitress has only an inactivity timeout) a deadline for receiving
+each request whole, so a client that trickles a header line now and then is dropped.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import logging
+import resource
 import socket
 import threading
+import time
 from collections.abc import Callable
-from socketserver import ThreadingMixIn
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
+from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
 
 from . import __version__
 
 log = logging.getLogger(__name__)
 
 
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one client, or many, can make the HTTP server hold.
 
+    Attributes:
+        max_connections: Open connections at most; past it new ones wait in the listen backlog.
+            Lowered at start to what the file-descriptor limit allows (see :meth:`WebServer.start`).
+        backlog: Listen backlog (the kernel caps it at ``net.core.somaxconn``).
+        threads: Worker threads that run the application (render metrics); requests queue for them.
+        max_header_bytes: Request line and headers at most, in bytes; more is answered 431.
+        max_body_bytes: Request body at most, in bytes (GET needs none); more is answered 413.
+        request_timeout: Seconds from a request's first byte (a new connection's accept) until the
+            request is received whole; a connection past it is closed.
+        idle_timeout: Seconds a connection may sit without traffic between requests (keep-alive).
+        max_response_bytes: Responses up to this size stay in memory; waitress would write larger ones
+            to a temporary file, which a read-only root filesystem does not allow.
+    """
 
-class _Server6(_Server):
-    address_family = socket.AF_INET6
+    max_connections: int = 2048
+    backlog: int = 4096
+    threads: int = 4
+    max_header_bytes: int = 8192
+    max_body_bytes: int = 8192
+    request_timeout: float = 10.0
+    idle_timeout: int = 120
+    max_response_bytes: int = 1 << 30
 
-
-class _QuietHandler(WSGIRequestHandler):
-    # A client that sends nothing for this long is dropped, so idle connections cannot pile up threads.
-    timeout = 30
-
-    def log_message(self, format, *args):  # noqa: A002 - signature of the base class
-        log.debug("%s - %s", self.address_string(), format % args)
+    #: File descriptors kept for everything but connections (log files, inotify, NVML, pipes).
+    FD_RESERVE = 256
 
 
 def make_app(registry: CollectorRegistry, telemetry_path: str = "/metrics",
@@ -50,7 +71,8 @@ def make_app(registry: CollectorRegistry, telemetry_path: str = "/metrics",
 
     Returns:
         A WSGI callable: ``telemetry_path`` -> metrics, ``/healthz`` -> 200 "ok" or 503 with the reason,
-        ``/`` -> an HTML page linking to the metrics, anything else -> 404.
+        ``/`` -> an HTML page linking to the metrics, anything else -> 404; methods other than GET and
+        HEAD -> 405.
     """
     metrics_app = make_wsgi_app(registry)
     landing = (
@@ -94,36 +116,136 @@ def make_app(registry: CollectorRegistry, telemetry_path: str = "/metrics",
     return app
 
 
+class _Channel(HTTPChannel):
+    """waitress's connection, plus the time since which it owes a request that is not whole yet.
+
+    ``receiving_since`` is the accept time for a new connection (it must send its first request at
+    once), the first byte's time for each later request, and None while the connection is idle
+    between requests (waitress's inactivity timeout covers that).
+    """
+
+    def __init__(self, server, sock, addr, adj, map=None):
+        super().__init__(server, sock, addr, adj, map)
+        self.receiving_since: float | None = self.creation_time
+
+    def received(self, data):
+        if data and self.receiving_since is None:
+            self.receiving_since = time.time()
+        try:
+            return super().received(data)
+        finally:
+            if self.request is None:  # no partial request left over
+                self.receiving_since = None
+
+
+class _Server(TcpWSGIServer):
+    """waitress's TCP server with :class:`_Channel` and the whole-request deadline.
+
+    waitress calls :meth:`maintenance` from its event loop every ``cleanup_interval`` seconds; a
+    channel marked ``will_close`` is closed by the same loop.
+    """
+
+    channel_class = _Channel
+    request_timeout = Limits.request_timeout
+
+    def maintenance(self, now):
+        super().maintenance(now)
+        cutoff = now - self.request_timeout
+        for channel in self.active_channels.values():
+            since = getattr(channel, "receiving_since", None)
+            if since is not None and since < cutoff and not channel.requests and not channel.will_close:
+                log.debug("closing a connection from %s: no whole request within %.0f s",
+                          channel.addr, self.request_timeout)
+                channel.will_close = True
+
+
+def raise_fd_limit(wanted: int) -> int:
+    """Raise the soft ``RLIMIT_NOFILE`` towards ``wanted`` (never past the hard limit, never lower it).
+
+    Returns:
+        The soft limit in force afterwards (a large number when unlimited).
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 30
+    if soft < wanted:
+        new = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+        except (ValueError, OSError) as exc:
+            log.debug("cannot raise RLIMIT_NOFILE to %d: %s", new, exc)
+    return soft
+
+
 class WebServer:
-    """Serves a WSGI app on ``host:port`` in a background thread.
+    """Serves a WSGI app on ``host:port`` with waitress, its event loop in a background thread.
 
     Args:
-        host: Address to bind; ``""`` for every interface (IPv4), an IPv6 literal for IPv6.
+        host: Address to bind; ``""`` for every interface (IPv4), an IPv6 literal for IPv6, or a host
+            name (resolved to its IPv4 address).
         port: Port; 0 picks a free one (see :attr:`port` after :meth:`start`).
         app: The WSGI application (:func:`make_app`).
+        limits: The server's limits (:class:`Limits`).
 
     Raises:
         OSError: from :meth:`start` when the address cannot be bound (in use, not permitted).
     """
 
-    def __init__(self, host: str, port: int, app):
-        self.host, self.requested_port, self.app = host, port, app
-        self._httpd = None
+    def __init__(self, host: str, port: int, app, limits: Limits = Limits()):
+        self.host, self.requested_port, self.app, self.limits = host, port, app, limits
+        self.connection_limit = limits.max_connections
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
         """The bound port."""
-        return self._httpd.server_address[1] if self._httpd else self.requested_port
+        return self._server.socket.getsockname()[1] if self._server else self.requested_port
 
     def start(self) -> None:
-        server_class = _Server6 if ":" in self.host else _Server
-        self._httpd = make_server(self.host, self.requested_port, self.app, server_class=server_class,
-                                  handler_class=_QuietHandler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="http", daemon=True)
+        """Bind, listen and serve in a thread named ``http``.
+
+        The soft file-descriptor limit is raised towards ``max_connections`` plus a reserve (as Go
+        programs do at start); where the hard limit does not allow it, the connection limit is
+        lowered so that accepting a connection never fails for want of a descriptor.
+        """
+        lim = self.limits
+        soft = raise_fd_limit(lim.max_connections + Limits.FD_RESERVE)
+        self.connection_limit = max(16, min(lim.max_connections, soft - Limits.FD_RESERVE))
+        if self.connection_limit < lim.max_connections:
+            log.info("file-descriptor limit %d: serving at most %d HTTP connections", soft, self.connection_limit)
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.requested_port))
+            adj = Adjustments(
+                sockets=[sock], backlog=lim.backlog, threads=lim.threads,
+                connection_limit=self.connection_limit,
+                max_request_header_size=lim.max_header_bytes, max_request_body_size=lim.max_body_bytes,
+                channel_timeout=lim.idle_timeout, cleanup_interval=1,
+                outbuf_overflow=lim.max_response_bytes, inbuf_overflow=max(lim.max_body_bytes, 1 << 16),
+                asyncore_use_poll=True,  # poll(), not select(): works past 1024 descriptors
+                ident="sglang-exporter", expose_tracebacks=False, clear_untrusted_proxy_headers=False)
+            server = _Server(self.app, _sock=sock, adj=adj, bind_socket=False,
+                             sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()))
+        except BaseException:
+            sock.close()
+            raise
+        server.request_timeout = lim.request_timeout
+        self._server = server
+        self._thread = threading.Thread(target=server.run, name="http", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+        """Close the listening socket and every connection, and stop the worker threads."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        # Workers first, while the event loop still runs (a worker may wait on it to flush, and
+        # wakes it when done); then the loop closes every socket from its own thread and ends.
+        server.task_dispatcher.shutdown(timeout=5.0)
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map, ignore_all=True))
+        if self._thread is not None:
+            self._thread.join(5.0)
