@@ -35,6 +35,8 @@ MAX_REPLICAS = 4096
 
 #: Largest settings file read (a TOML file of settings is a few hundred bytes).
 CONFIG_FILE_MAX_BYTES = 1 << 20
+#: Largest GPU UUID file read (--gpu.uuids-file: every GPU and MIG device of a node is a few KiB).
+UUIDS_FILE_MAX_BYTES = 64 << 10
 
 
 def in_value_range(x: float) -> bool:

@@ -21,7 +21,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     CliExplicitFlag,
@@ -49,6 +49,41 @@ ENV_PREFIX = "SGLANG_EXPORTER_"
 DEFAULT_PORT = 18400
 
 
+def read_small_file(path: str | os.PathLike, max_bytes: int) -> bytes:
+    """Read a small regular file whole, without blocking and without unbounded reads.
+
+    The file is opened non-blocking (opening a FIFO would otherwise wait for a writer) and checked
+    to be a regular file before anything is read (``/dev/zero`` never ends); at most
+    ``max_bytes + 1`` bytes are read.
+
+    Returns:
+        The file's bytes (at most ``max_bytes``).
+
+    Raises:
+        OSError: the file cannot be opened or read (missing, permission denied...).
+        ValueError: it is not a regular file (the message says what it is), or is larger than
+            ``max_bytes``.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "not a plain file")
+            raise ValueError(f"not a regular file ({kind})")
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > max_bytes:
+            raise ValueError(f"larger than {max_bytes // 1024} KiB")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 class SettingsError(Exception):
@@ -276,19 +311,68 @@ def _config_file_source(settings_cls) -> PydanticBaseSettingsSource:
     if _CONFIG_FILE is not None:
         where = "setting config.file (--config.file, SGLANG_EXPORTER_CONFIG__FILE)"
         try:
-            with open(_CONFIG_FILE, "rb") as f:
-                st = os.fstat(f.fileno())
-                if not stat.S_ISREG(st.st_mode) or st.st_size > CONFIG_FILE_MAX_BYTES:
-                    raise SettingsError(f"{where}: {_CONFIG_FILE} is not a regular file of at most "
-                                        f"{CONFIG_FILE_MAX_BYTES // 1024} KiB")
-                data = tomllib.loads(f.read(CONFIG_FILE_MAX_BYTES).decode("utf-8"))
+            data = tomllib.loads(read_small_file(_CONFIG_FILE, CONFIG_FILE_MAX_BYTES).decode("utf-8"))
         except OSError as exc:
             raise SettingsError(f"{where}: cannot read {_CONFIG_FILE}: {exc.strerror or exc}") from None
         except UnicodeDecodeError:
             raise SettingsError(f"{where}: {_CONFIG_FILE} is not UTF-8 text") from None
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError(f"{where}: {_CONFIG_FILE} is not valid TOML: {exc}") from None
+        except ValueError as exc:  # not a regular file, or too large
+            raise SettingsError(f"{where}: {_CONFIG_FILE}: {exc}") from None
+        _check_file_types(data, _CONFIG_FILE)
     return InitSettingsSource(settings_cls, init_kwargs=data)
+
+
+def _toml_value(value: Any) -> str:
+    """How a value reads in TOML, for error messages."""
+    if isinstance(value, bool):
+        return "true (a boolean)" if value else "false (a boolean)"
+    if isinstance(value, str):
+        return f"{value[:80]!r} (a string)"
+    if isinstance(value, int):
+        return f"{value!r} (an integer)"
+    if isinstance(value, float):
+        return f"{value!r} (a float)"
+    return "an array" if isinstance(value, list) else "a table" if isinstance(value, dict) else type(value).__name__
+
+
+def _check_file_types(data: dict[str, Any], path: Path) -> None:
+    """Refuse values of the wrong TOML type, as the command line refuses text that does not parse.
+
+    Flags and variables are text and must be converted; a TOML value has a type, and pydantic's
+    lax conversion would take ``poll_interval = true`` as 1.0 and ``enabled = "no"`` as false.
+    Only type errors are raised here; range and other checks stay with the full validation, which
+    sees every source together.
+
+    Raises:
+        SettingsError: naming the setting, the file and the key.
+    """
+    problems = []
+    for group, table in data.items():
+        field = Settings.model_fields.get(group)
+        if field is None:
+            continue  # an unknown key: the full validation reports it
+        model = field.annotation
+        try:
+            if isinstance(model, type) and issubclass(model, BaseModel):
+                if not isinstance(table, dict):
+                    continue  # "should be a table": the full validation reports it
+                model.model_validate(table, strict=True)
+            else:
+                TypeAdapter(model).validate_python(table, strict=True)
+        except ValidationError as exc:
+            for err in exc.errors():
+                if not err["type"].endswith("_type"):
+                    continue
+                loc = (group, *(p for p in err["loc"] if isinstance(p, str)))
+                key = f"[{loc[0]}] {'.'.join(loc[1:])}" if len(loc) > 1 else loc[0]
+                expected = err["msg"].removeprefix("Input should be ").removeprefix("a valid ")
+                article = "an" if expected[:1] in ("a", "e", "i", "o", "u") else "a"
+                problems.append(f"setting {_names(loc)}: in {path}, key {key} must be {article} {expected}, "
+                                f"got {_toml_value(err['input'])}")
+    if problems:
+        raise SettingsError("; ".join(problems))
 
 
 _HOSTNAME = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"

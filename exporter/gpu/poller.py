@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..settings import parse_uuid_list
+from ..limits import UUIDS_FILE_MAX_BYTES
+from ..settings import parse_uuid_list, read_small_file
 
 log = logging.getLogger(__name__)
 
@@ -465,8 +466,8 @@ class GpuPoller:
                 self._file_uuids = []
             if key is not None and key != self._file_key:
                 try:
-                    with open(self.uuids_file, encoding="utf-8", errors="replace") as f:
-                        text = f.read()
+                    # A regular file of bounded size only: a FIFO must not block, /dev/zero not grow.
+                    text = read_small_file(self.uuids_file, UUIDS_FILE_MAX_BYTES).decode("utf-8", "replace")
                     uuids: list[str] = []
                     for line in text.splitlines():
                         try:
@@ -475,7 +476,7 @@ class GpuPoller:
                             log.warning("gpu.uuids-file %s: %s", self.uuids_file, exc)
                     self._file_uuids = uuids
                     log.info("gpu.uuids-file %s: reporting %s", self.uuids_file, ", ".join(uuids) or "no GPU")
-                except OSError as exc:
+                except (OSError, ValueError) as exc:
                     log.warning("gpu.uuids-file %s: %s", self.uuids_file, exc)
                     self._file_uuids = []
             self._file_key = key
