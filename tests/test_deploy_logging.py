@@ -156,3 +156,53 @@ def test_the_file_is_bounded_and_every_writer_follows_the_rotation(helper_module
     finally:
         one.close()
         two.close()
+
+
+WRITER = r"""
+import logging, sys, time
+sys.path.insert(0, sys.argv[1])
+import sglang_exporter_logging as m
+
+path, who, lines, start = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+handler = m.SharedFileHandler(path, max_bytes=int(sys.argv[6]), backup_count=100000)
+handler.setFormatter(logging.Formatter("%(message)s"))
+while time.time() < start:  # all writers begin together
+    time.sleep(0.001)
+for i in range(lines):
+    handler.handle(logging.LogRecord("sglang", logging.INFO, "writer", 0, f"w{who:02d} {i:05d} " + "x" * 40,
+                                     None, None))
+handler.close()
+"""
+
+
+def test_concurrent_writers_rotating_at_once_lose_no_line(tmp_path):
+    """16 writer processes, thousands of lines, a rotation every few dozen lines: each line is in
+    exactly one segment. (Without the lock, two processes that see the full file at the same
+    moment both rename it, and the second rename replaces the first segment.) Segments are all
+    kept here (a large backup_count) so that every line can be counted."""
+    import subprocess
+    import time
+
+    writers, lines, max_bytes = 16, 500, 4096
+    log_file = tmp_path / "sglang.log"
+    start = time.time() + 1.5
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(LOGGING_DIR), str(log_file), str(w), str(lines),
+                               str(start), str(max_bytes)]) for w in range(writers)]
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0
+    segments = [log_file] + sorted(tmp_path.glob("sglang.log.*"), key=lambda p: int(p.suffix[1:]))
+    assert len(segments) > 50, "too few rotations to test them"
+    seen: dict[str, int] = {}
+    for segment in segments:
+        for line in segment.read_text().splitlines():
+            seen[line] = seen.get(line, 0) + 1
+    expected = {f"w{w:02d} {i:05d} " + "x" * 40 for w in range(writers) for i in range(lines)}
+    assert set(seen) == expected, f"{len(expected - set(seen))} lines lost, {len(set(seen) - expected)} unexpected"
+    assert all(n == 1 for n in seen.values()), "a line was written twice"
+    # Bounded: no segment grew far past max_bytes (one line of slack).
+    assert max(s.stat().st_size for s in segments) < max_bytes + 100
+    # Each writer's lines are in order across the segments (oldest segment first).
+    order = [line for segment in reversed(segments) for line in segment.read_text().splitlines()]
+    for w in range(writers):
+        mine = [int(line.split()[1]) for line in order if line.startswith(f"w{w:02d} ")]
+        assert mine == list(range(lines))

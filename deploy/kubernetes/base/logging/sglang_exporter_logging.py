@@ -12,16 +12,20 @@ exactly as SGLang prints them.
 
 :class:`SharedFileHandler` appends to one file from many processes (every scheduler process loads
 the same config) and keeps it bounded without the multi-process hazard of
-``RotatingFileHandler``: it reopens the path when another process has rotated it, and the process
-that sees the file past ``max_bytes`` renames it to ``<path>.1`` (replacing the previous one), so
-the disk use stays below about twice ``max_bytes``. The exporter follows the rename
-(``--log.rotate-wait``).
+``RotatingFileHandler``: each write holds an exclusive ``flock`` on a lock file beside the log
+(``.<name>.lock``), under which the handler reopens the path if another process has rotated it,
+renames the file to ``<path>.1`` once it is past ``max_bytes`` (the previous ``.1`` is replaced, or
+shifted to ``.2`` ... with ``backup_count`` > 1), and writes its line. So two processes never
+rotate the same file twice (the second rename would replace the first segment: lines lost) and no
+line is written to a segment that is being replaced. The disk use stays below about
+``(1 + backup_count) x max_bytes``. The exporter follows the rename (``--log.rotate-wait``).
 
 Only the standard library and ``setproctitle`` (a dependency of SGLang) are used.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import logging.handlers
 import os
@@ -79,24 +83,65 @@ class SharedFileHandler(logging.handlers.WatchedFileHandler):
     """Append-only file handler safe for several writer processes, bounded by rename rotation.
 
     ``max_bytes``: size after which the file is renamed to ``<filename>.1`` (0: never).
+    ``backup_count``: rotated segments kept (``.1`` newest ... ``.N`` oldest; at least 1).
+
+    Every emit holds an exclusive ``fcntl.flock`` on ``.<basename>.lock`` in the log's directory
+    across the rotation check, the rename and the write. The lock file is opened once per process
+    (again after a fork: a forked child shares its parent's open file, and flock does not exclude
+    holders of one open file).
     """
 
     def __init__(self, filename: str, max_bytes: int = 0, encoding: str | None = "utf-8",
-                 delay: bool = False) -> None:
+                 delay: bool = False, backup_count: int = 1) -> None:
         super().__init__(filename, mode="a", encoding=encoding, delay=delay)
         self.max_bytes = int(max_bytes)
+        self.backup_count = max(1, int(backup_count))
+        head, tail = os.path.split(self.baseFilename)
+        self.lock_path = os.path.join(head, f".{tail}.lock")
+        self._lock_fd: int | None = None
+        self._lock_pid: int | None = None
+
+    def _lock_file(self) -> int:
+        pid = os.getpid()
+        if self._lock_fd is None or self._lock_pid != pid:
+            # After a fork the inherited descriptor is left alone: the parent still uses it.
+            self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._lock_pid = pid
+        return self._lock_fd
+
+    def _rotate(self) -> None:
+        base = self.baseFilename
+        free = 1  # the first missing segment, or the oldest kept one (replaced)
+        while free < self.backup_count and os.path.exists(f"{base}.{free}"):
+            free += 1
+        for i in range(free - 1, 0, -1):
+            os.replace(f"{base}.{i}", f"{base}.{i + 1}")
+        try:
+            os.replace(self.baseFilename, self.baseFilename + ".1")
+        except FileNotFoundError:
+            pass  # removed by someone else; reopenIfNeeded creates it anew
 
     def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fd = self._lock_file()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except Exception:  # never let logging break the server
+            self.handleError(record)
+            return
         try:
             self.reopenIfNeeded()
             if self.max_bytes > 0 and self.stream is not None:
                 if os.fstat(self.stream.fileno()).st_size >= self.max_bytes:
-                    try:
-                        os.replace(self.baseFilename, self.baseFilename + ".1")
-                    except FileNotFoundError:
-                        pass  # another process rotated it a moment ago
+                    self._rotate()
                     self.reopenIfNeeded()
-        except Exception:  # never let logging break the server
+            logging.FileHandler.emit(self, record)
+        except Exception:
             self.handleError(record)
-            return
-        logging.FileHandler.emit(self, record)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        super().close()
+        if self._lock_fd is not None and self._lock_pid == os.getpid():
+            os.close(self._lock_fd)
+        self._lock_fd = None
