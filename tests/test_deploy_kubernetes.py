@@ -86,7 +86,7 @@ def test_rendered_objects_validate_against_pinned_kubernetes_schemas(rendered, n
 
     objects = rendered[name]
     assert sorted(o["kind"] for o in objects) == sorted(
-        ["ConfigMap", "Deployment", "Service", "PodMonitor", "PrometheusRule"]
+        ["ConfigMap", "Deployment", "Service", "PodMonitor", "PrometheusRule", "NetworkPolicy"]
         + ["ConfigMap"] * len(list((ROOT / "grafana").glob("*.json"))))
     for version in KUSTOMIZATIONS[name]:
         for obj in objects:
@@ -231,6 +231,81 @@ def test_base_targets_only_labelled_deployments_and_statefulsets(tmp_path):
     import kubernetes_validate
     for obj in out:
         kubernetes_validate.validate(obj, "1.33.0", strict=True)
+
+
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_no_service_account_token_in_the_pod(rendered, name):
+    assert _pod(rendered[name])["automountServiceAccountToken"] is False
+
+
+def test_your_own_patch_can_give_the_server_its_token_back(tmp_path):
+    """The component sets the flag; a patch of the kustomization that uses it wins (as the comment
+    in sidecar-patch.yaml tells)."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "workload.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "server", "labels": {"sglang-exporter/sidecar": "true"}},
+        "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {
+            "metadata": {"labels": {"app": "x"}},
+            "spec": {"containers": [{"name": "sglang", "image": "lmsysorg/sglang:v0.5.2"}]}}}}))
+    (app / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": ["workload.yaml"], "components": [os.path.relpath(K8S / "base", app)],
+        "patches": [{"target": {"kind": "Deployment", "name": "server"},
+                     "patch": "- op: replace\n  path: /spec/template/spec/automountServiceAccountToken\n"
+                              "  value: true\n"}]}))
+    assert _one(_render(app), "Deployment", "server")["spec"]["template"]["spec"][
+        "automountServiceAccountToken"] is True
+
+
+def _container_ports(pod: dict) -> dict[str, int]:
+    return {p["name"]: p["containerPort"] for c in pod.get("initContainers", []) + pod["containers"]
+            for p in c.get("ports", []) if "name" in p}
+
+
+@pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
+def test_network_policy_lets_only_the_prometheus_namespace_reach_the_exporter(rendered, name):
+    objects = rendered[name]
+    policy = _one(objects, "NetworkPolicy", "sglang-exporter")
+    spec = policy["spec"]
+    template = _one(objects, "Deployment", "sglang")["spec"]["template"]
+    assert spec["podSelector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+    assert spec["policyTypes"] == ["Ingress"]
+    ports = _container_ports(template["spec"])
+    exporter_port = next(p["name"] for p in _sidecar(template["spec"])["ports"])
+
+    def reaches(rule, port_name):
+        return any(p.get("port") in (port_name, ports[port_name]) for p in rule.get("ports", []))
+
+    to_exporter = [r for r in spec["ingress"] if reaches(r, exporter_port) or "ports" not in r]
+    assert len(to_exporter) == 1, to_exporter
+    [rule] = to_exporter
+    # From one namespace, chosen by name, and from nothing else (no ipBlock, no open "from").
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    assert [p["port"] for p in rule["ports"]] == [exporter_port]
+    # Every other port of the pod stays reachable (a policy isolates all of a pod's ingress).
+    for port_name in ports:
+        if port_name != exporter_port:
+            assert any(reaches(r, port_name) for r in spec["ingress"]), f"port {port_name} is cut off"
+    # The Service's target port is among them.
+    service = _one(objects, "Service", "sglang")
+    for sp in service["spec"]["ports"]:
+        assert any(reaches(r, sp["targetPort"]) for r in spec["ingress"] if r is not rule)
+
+
+def test_network_policy_namespace_is_set_by_kustomize(tmp_path):
+    """Your overlay changes the Prometheus namespace with a patch of its own."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": [os.path.relpath(K8S / "example", overlay)],
+        "patches": [{"target": {"kind": "NetworkPolicy", "name": "sglang-exporter"},
+                     "patch": "- op: replace\n  path: /spec/ingress/0/from/0/namespaceSelector/matchLabels\n"
+                              "  value:\n    kubernetes.io/metadata.name: observability\n"}]}))
+    policy = _one(_render(overlay), "NetworkPolicy", "sglang-exporter")
+    assert policy["spec"]["ingress"][0]["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}]
+    assert policy["spec"]["ingress"][0]["ports"] == [{"port": "exporter", "protocol": "TCP"}]
 
 
 def test_podmonitor_shape(rendered):
