@@ -211,6 +211,9 @@ class WebServer:
         lowered so that accepting a connection never fails for want of a descriptor.
         """
         lim = self.limits
+        queue_log = logging.getLogger("waitress.queue")
+        if queue_log.level == logging.NOTSET and not log.isEnabledFor(logging.DEBUG):
+            queue_log.setLevel(logging.ERROR)  # a warning per request queued for a thread: a flood under load
         soft = raise_fd_limit(lim.max_connections + Limits.FD_RESERVE)
         self.connection_limit = max(16, min(lim.max_connections, soft - Limits.FD_RESERVE))
         if self.connection_limit < lim.max_connections:
