@@ -9,7 +9,7 @@
 # user 65532 (so Kubernetes can verify runAsNonRoot), writes nothing at run time (bytecode is compiled
 # at build time, PYTHONDONTWRITEBYTECODE=1), and therefore works with readOnlyRootFilesystem.
 #
-# Reproducible inputs (docs/image.md says how to update them):
+# Reproducible inputs (docs/kubernetes.md, "The image", says how to update them):
 #   * the base image is pinned by tag AND digest: the digest is what is pulled, the tag says what it
 #     is. Both stages use the same one (the venv's interpreter links must stay valid);
 #   * every Python package comes from requirements.lock with its sha256 hashes (pip

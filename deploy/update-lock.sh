@@ -1,6 +1,6 @@
 #!/bin/sh
 # Regenerates requirements.lock, the hash-pinned dependencies the container image is built from
-# (docs/image.md). Needs uv (`pip install uv`) and PyPI. Run from anywhere; commit the result.
+# (docs/kubernetes.md, "The image"). Needs uv (`pip install uv`) and PyPI. Run from anywhere; commit the result.
 #
 # Inputs: [project].dependencies and [build-system].requires of pyproject.toml (setuptools builds
 # the package in the image and is removed after), for the Python minor version of the Dockerfile's
