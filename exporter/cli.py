@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from .collector import ExporterCollector, GuardedCollectors, SchedulerCollector
 from .demo import Replayer, sample_log_path
 from .gpu import GpuCollector, make_poller
+from .paths import display_path, file_problem
 from .pipeline import Pipeline
 from .settings import Settings, SettingsError, load_settings, parse_listen_address
 from .state import SchedulerStates
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     if argv and argv[0] == "report":  # `sglang-exporter report LOG...`: offline report, own --help
-        from .report import main as report_main
+        from .report.cli import main as report_main
         return report_main(argv[1:])
     try:
         settings = load_settings(argv)
@@ -87,8 +88,8 @@ def _one_shot(settings: Settings, pipeline: Pipeline) -> int:
         if has_glob(path):
             if not any(os.path.isfile(m) for m in glob.glob(path)):
                 return _usage_error(f"setting log.path (--log.path): {path!r} matches no file")
-        elif not (os.path.isfile(path) and os.access(path, os.R_OK)):
-            return _usage_error(f"setting log.path (--log.path): {path!r} is not a readable file")
+        elif (problem := file_problem(path)) is not None:
+            return _usage_error(f"setting log.path (--log.path): {display_path(path)!r} {problem}")
     sources = make_sources(paths, pipeline, from_beginning=True, max_line_bytes=settings.log.max_line_bytes)
     try:
         for source in sources:

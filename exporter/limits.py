@@ -17,6 +17,10 @@ DEFAULT_DECODE_LOG_INTERVAL = 40
 #: Accepted range of the decode-log interval, inclusive, from the log's ``server_args`` or a setting.
 DECODE_LOG_INTERVAL_MIN, DECODE_LOG_INTERVAL_MAX = 1, 100_000
 
+#: Accepted range of SGLang's ``--chunked-prefill-size`` given as a setting or report option, inclusive
+#: (SGLang's ``-1``, "chunked prefill off", is no size: leave the setting unset).
+CHUNKED_PREFILL_SIZE_MIN, CHUNKED_PREFILL_SIZE_MAX = 1, 10_000_000
+
 #: Longest log line kept by default (bytes); longer lines are dropped and counted.
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 #: Accepted range of ``--log.max-line-bytes``, inclusive.

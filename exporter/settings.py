@@ -34,6 +34,8 @@ from pydantic_settings import (
 )
 
 from .limits import (
+    CHUNKED_PREFILL_SIZE_MAX,
+    CHUNKED_PREFILL_SIZE_MIN,
     CONFIG_FILE_MAX_BYTES,
     DECODE_LOG_INTERVAL_MAX,
     DECODE_LOG_INTERVAL_MIN,
@@ -177,7 +179,7 @@ class SglangSettings(BaseModel):
         DEFAULT_DECODE_LOG_INTERVAL, ge=DECODE_LOG_INTERVAL_MIN, le=DECODE_LOG_INTERVAL_MAX, description="Decode steps per 'Decode batch' line (SGLang's "
         "--decode-log-interval). A decode_log_interval= value in the log's server_args line wins.")
     chunked_prefill_size: int | None = Field(
-        None, ge=1, le=10_000_000, description="SGLang's --chunked-prefill-size, used only when the log "
+        None, ge=CHUNKED_PREFILL_SIZE_MIN, le=CHUNKED_PREFILL_SIZE_MAX, description="SGLang's --chunked-prefill-size, used only when the log "
         "has neither the start-up capacity line nor server_args (a log excerpt, or a log rotated since "
         "the server started). It lets admitted requests discount the continuing chunk of a chunked "
         "prefill; without it #new-seq is summed as is (an upper bound).")

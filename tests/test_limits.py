@@ -6,7 +6,7 @@ import pytest
 
 from exporter import limits
 from exporter.parser import Malformed, parse_line
-from exporter.report import _value
+from exporter.report.read import _value
 from exporter.settings import SettingsError, load_settings
 from exporter.status import ExitStatus
 
@@ -45,4 +45,4 @@ def test_server_args_interval_outside_the_range_is_damage():
 
 
 def test_exit_statuses_are_the_documented_codes():
-    assert [int(s) for s in ExitStatus] == [0, 1, 2]
+    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3]

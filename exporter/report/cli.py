@@ -1,0 +1,196 @@
+"""``sglang-exporter report``: options, input checks, output, exit status."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+from ..limits import (
+    CHUNKED_PREFILL_SIZE_MAX,
+    CHUNKED_PREFILL_SIZE_MIN,
+    DECODE_LOG_INTERVAL_MAX,
+    DECODE_LOG_INTERVAL_MIN,
+    DEFAULT_DECODE_LOG_INTERVAL,
+)
+from ..paths import display_path, file_problem
+from ..status import ExitStatus
+from . import html as html_page
+from . import plots
+from .analyse import analyse
+from .baseline import compare
+from .kv import model_kv_bytes_per_token
+from .read import PROG, InputFile, Recorder, read_logs
+from .schema import jsonable
+from .text import text
+
+#: Bounds of the report's own numeric options (the shared ones come from :mod:`exporter.limits`).
+WINDOW_RANGE = (0.001, 1e9)
+KV_BYTES_RANGE = (0.0, 64.0)  # exclusive low: fp4 is 0.5, float64 8
+
+EXIT_CODES = (f"Exit codes: {ExitStatus.OK:d} done; {ExitStatus.RUNTIME:d} a file could not be read or written; "
+              f"{ExitStatus.USAGE:d} bad arguments, or an input that is missing, a directory or unreadable; "
+              f"{ExitStatus.NO_SCHEDULER_LINES:d} no SGLang scheduler line in the input (the report is printed, "
+              "with a warning naming the file).")
+
+
+class _ArgError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # exit code 2 with the argparse message, handled in main()
+        raise _ArgError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``report`` subcommand's argument parser."""
+    p = _Parser(prog=PROG, description=(
+        "Answer the performance-validation checklist from recorded SGLang logs: batch size, retractions "
+        "and the 5% rule, throughput truth (recompute), KV capacity in requests, queue and latency "
+        "percentiles, scenario. A figure the log cannot give is n/a with its reason. Several LOG files are "
+        "one run (rotated segments in order, or the nodes of one group). " + EXIT_CODES))
+    p.add_argument("logs", nargs="+", metavar="LOG", help="recorded SGLang log file(s); .gz allowed")
+    p.add_argument("--format", choices=("text", "json", "html"), default="text", help="output format (default text)")
+    p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout (required for html)")
+    p.add_argument("--plots", metavar="DIR", help="also write the plots as PNG files into DIR (needs matplotlib)")
+    p.add_argument("--baseline", metavar="OLD_LOG", action="append",
+                   help="compare against this earlier log (repeat for several files of one run)")
+    p.add_argument("--threshold", type=float, default=0.10, metavar="RATIO",
+                   help="relative change that flags a figure in --baseline mode (default 0.10; finite, >= 0)")
+    p.add_argument("--window", type=float, default=10.0, metavar="SECONDS",
+                   help="seconds per window of the per-window retraction share (default 10; "
+                        f"{WINDOW_RANGE[0]:g} to {WINDOW_RANGE[1]:g})")
+    p.add_argument("--decode-log-interval", type=int, default=DEFAULT_DECODE_LOG_INTERVAL, metavar="STEPS",
+                   help=f"decode steps per Decode batch line when the log has no server_args (default "
+                        f"{DEFAULT_DECODE_LOG_INTERVAL}; {DECODE_LOG_INTERVAL_MIN} to {DECODE_LOG_INTERVAL_MAX})")
+    p.add_argument("--chunked-prefill-size", type=int, default=None, metavar="TOKENS",
+                   help="SGLang's --chunked-prefill-size when the log has neither the start-up capacity line nor "
+                        "server_args, so the continuing chunks of a request count as one admission (default: "
+                        f"inferred from the Prefill lines; {CHUNKED_PREFILL_SIZE_MIN} to {CHUNKED_PREFILL_SIZE_MAX:,})")
+    p.add_argument("--model-config", metavar="CONFIG_JSON",
+                   help="Hugging Face config.json: per-token KV size, cross-checked against the log's capacity")
+    p.add_argument("--kv-bytes", type=float, metavar="BYTES", help="bytes per KV element (fp8: 1), overriding the "
+                   f"config's dtype (> 0, at most {KV_BYTES_RANGE[1]:g})")
+    p.add_argument("--expect", action="append", default=[], metavar="NAME=VALUE",
+                   help="a start-up parameter you launched with, checked against server_args (repeatable)")
+    prog = p.add_mutually_exclusive_group()
+    prog.add_argument("--progress", dest="progress", action="store_true", default=None,
+                      help="show progress on stderr (default: on a terminal for inputs over 64 MB)")
+    prog.add_argument("--no-progress", dest="progress", action="store_false")
+    return p
+
+
+def _usage(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return ExitStatus.USAGE
+
+
+def _check(args) -> str | None:
+    """The first problem with the arguments as a one-line message, or ``None``."""
+    for name, paths in (("LOG", args.logs), ("--baseline", args.baseline or [])):
+        for path in paths:
+            problem = file_problem(path)
+            if problem:
+                return f"argument {name}: {display_path(path)!r} {problem}"
+    # Comparisons with NaN are all false, so every check below is written to fail on NaN.
+    if not WINDOW_RANGE[0] <= args.window <= WINDOW_RANGE[1]:
+        return (f"argument --window: {args.window:g} is not a number of seconds from "
+                f"{WINDOW_RANGE[0]:g} to {WINDOW_RANGE[1]:g}")
+    if not DECODE_LOG_INTERVAL_MIN <= args.decode_log_interval <= DECODE_LOG_INTERVAL_MAX:
+        return f"argument --decode-log-interval: must be from {DECODE_LOG_INTERVAL_MIN} to {DECODE_LOG_INTERVAL_MAX}"
+    size = args.chunked_prefill_size
+    if size is not None and not CHUNKED_PREFILL_SIZE_MIN <= size <= CHUNKED_PREFILL_SIZE_MAX:
+        return (f"argument --chunked-prefill-size: must be from {CHUNKED_PREFILL_SIZE_MIN} to "
+                f"{CHUNKED_PREFILL_SIZE_MAX} (leave it out when chunked prefill is off)")
+    if not (math.isfinite(args.threshold) and args.threshold >= 0):
+        return f"argument --threshold: {args.threshold:g} is not a finite number >= 0"
+    if args.kv_bytes is not None and not KV_BYTES_RANGE[0] < args.kv_bytes <= KV_BYTES_RANGE[1]:
+        return (f"argument --kv-bytes: {args.kv_bytes:g} is not a number of bytes above "
+                f"{KV_BYTES_RANGE[0]:g} and at most {KV_BYTES_RANGE[1]:g}")
+    if args.format == "html" and not args.output:
+        return "argument --output: required with --format html"
+    args.expect_map = {}
+    for item in args.expect:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip().isidentifier():
+            return f"argument --expect: {item!r} is not NAME=VALUE"
+        if not value.strip():
+            return (f"argument --expect: {item!r} has an empty VALUE (write the value as server_args prints it, "
+                    "e.g. NAME=None or NAME='')")
+        args.expect_map[name.strip()] = display_path(value.strip())  # valid Unicode for JSON/HTML
+    args.model_config_data = None
+    if args.model_config:
+        try:
+            with open(args.model_config, encoding="utf-8") as f:
+                args.model_config_data = json.load(f)
+            model_kv_bytes_per_token(args.model_config_data, 1, args.kv_bytes)
+        except (OSError, ValueError, RecursionError) as exc:
+            return f"argument --model-config: {display_path(args.model_config)!r}: {exc}"
+    if args.plots and not plots.have_matplotlib():
+        return "argument --plots: needs matplotlib (pip install 'sglang-exporter[report]')"
+    return None
+
+
+def _load(paths: list[str], args) -> tuple[dict, list[InputFile]]:
+    rec = Recorder(args.decode_log_interval, args.chunked_prefill_size)
+    inputs = read_logs(paths, rec, args.progress)
+    return analyse(rec, inputs, args.window, args.model_config_data, args.kv_bytes, args.expect_map), inputs
+
+
+def _warn_empty(runs: list[tuple[str, list[InputFile], dict]]) -> bool:
+    """Warn for each input without a scheduler line; True when a whole run has none."""
+    empty_run = False
+    for _, inputs, doc in runs:
+        for i in inputs:
+            if i.scheduler_lines == 0:
+                what = "the file is empty" if i.lines == 0 else f"{i.lines:,} line{'s' if i.lines != 1 else ''} read"
+                print(f"{PROG}: warning: no SGLang scheduler line in {display_path(i.path)!r} ({what}"
+                      + (f", {sum(doc['lines']['malformed'].values())} damaged scheduler lines in the run"
+                         if sum(doc["lines"]["malformed"].values()) else "") + ")", file=sys.stderr)
+        empty_run = empty_run or not any(i.scheduler_lines for i in inputs)
+    return empty_run
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``sglang-exporter report``; ``argv`` excludes the word ``report``. Returns the exit status
+    (:class:`~exporter.status.ExitStatus`)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except _ArgError as exc:
+        return _usage(str(exc))
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    problem = _check(args)
+    if problem:
+        return _usage(problem)
+    try:
+        doc, inputs = _load(args.logs, args)
+        runs = [("current", inputs, doc)]
+        if args.baseline:
+            old, old_inputs = _load(args.baseline, args)
+            runs.insert(0, ("baseline", old_inputs, old))
+            doc = compare(old, doc, args.threshold)
+        images = plots.make_plots(doc, args.plots) if (args.plots or args.format == "html") else {}
+        if args.format == "json":
+            out = json.dumps(jsonable(doc), indent=2, sort_keys=False) + "\n"
+        elif args.format == "html":
+            out = html_page.html(doc, images)
+        else:
+            out = text(doc)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(out)
+        else:
+            sys.stdout.write(out)
+            sys.stdout.flush()
+    except OSError as exc:
+        name = display_path(os.fsdecode(exc.filename)) if exc.filename is not None else "?"
+        print(f"{PROG}: error: {name}: {exc.strerror or exc}", file=sys.stderr)
+        return ExitStatus.RUNTIME
+    if _warn_empty(runs):
+        return ExitStatus.NO_SCHEDULER_LINES
+    return ExitStatus.OK

@@ -1,0 +1,95 @@
+"""The HTML report: one self-contained page (CSS inline, plots as ``data:image/png;base64`` images)."""
+
+from __future__ import annotations
+
+import base64
+import html as _html
+
+from . import plots
+from .baseline import BASELINE_SCHEMA
+from .fmt import num, pct
+from .rows import baseline_change, baseline_value, header, sections
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:60rem;color:#222;padding:0 1rem}
+h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
+table{border-collapse:collapse;width:100%;font-size:.9rem}td,th{padding:.25rem .5rem;border-bottom:1px solid #eee;
+text-align:left;vertical-align:top}td.label{width:40%;color:#555}.verdict{margin:.6rem 0;padding:.5rem .8rem;
+border-left:4px solid #888;background:#f6f6f6}.bad{border-color:#d62728;background:#fdf0f0}.ok{border-color:#2ca02c;
+background:#f0f9f0}.meta{color:#666;font-size:.85rem}img{max-width:100%;display:block;margin:.8rem 0}
+.flag-worse{color:#d62728;font-weight:600}.flag-better{color:#2ca02c;font-weight:600}.flag-changed{color:#b8860b}
+"""
+_BAD = {"kv_memory", "above_rule", "fake_throughput", "unknown_recompute", "ceiling_above_safe", "not_steady",
+        "mismatch", "throughput_first", "ceiling"}
+_OK = {"none", "below_rule", "real", "minor_recompute", "ceiling_within_safe", "steady", "ok", "latency_first",
+       "arrivals"}
+
+
+def _e(s) -> str:
+    return _html.escape(str(s))
+
+
+def _verdict(v: dict | None) -> str:
+    if not v:
+        return ""
+    cls = "bad" if v["code"] in _BAD else "ok" if v["code"] in _OK else ""
+    return f'<div class="verdict {cls}" data-code="{_e(v["code"])}"><b>{_e(v["code"])}</b>: {_e(v["text"])}</div>'
+
+
+def _img(name: str, images: dict[str, bytes], alt: str) -> str:
+    data = images.get(name)
+    if not data:
+        return ""
+    return f'<img alt="{_e(alt)}" id="plot-{name}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+
+
+def _single(doc: dict, images: dict[str, bytes], heading: str) -> str:
+    parts = [f"<h1>{_e(heading)}</h1>", '<p class="meta">' + "<br>".join(_e(x) for x in header(doc)) + "</p>"]
+    plot_for = {"1. Batch size": [("batch_queue", "running batch and queue over time"),
+                                  ("batch_hist", "decode batch-size distribution")],
+                "2. Retractions": [("kv_usage", "KV usage over time with retractions")]}
+    for name, rows, verdict in sections(doc):
+        sid = name.split(" ", 1)[-1].lower().replace(" ", "-")
+        parts.append(f'<section id="{_e(sid)}"><h2>{_e(name)}</h2><table>')
+        parts += [f'<tr><td class="label">{_e(a)}</td><td>{_e(b)}</td></tr>' for a, b in rows]
+        parts.append("</table>" + _verdict(verdict))
+        parts += [_img(p, images, alt) for p, alt in plot_for.get(name, [])]
+        if name == "2. Retractions" and doc["retractions"]["windows"]:
+            parts.append("<details><summary>per-window retraction share</summary><table><tr><th>window start</th>"
+                         "<th>batches</th><th>retractions</th><th>share</th></tr>")
+            parts += [f"<tr><td>{_e(w['start'])}</td><td>{_e(num(w['batches']))}</td><td>{w['retractions']}</td>"
+                      f"<td>{_e(pct(w['share'], 2))}</td></tr>" for w in doc["retractions"]["windows"]]
+            parts.append("</table></details>")
+        parts.append("</section>")
+    parts.append('<section id="checklist"><h2>Checklist (method, section 6)</h2><ol>')
+    parts += [f"<li><b>{_e(c['question'])}</b> <i>[{_e(c['answerable'])}]</i><br>{_e(c['answer'])}</li>"
+              for c in doc["checklist"]]
+    parts.append("</ol></section>")
+    return "\n".join(parts)
+
+
+def html(doc: dict, images: dict[str, bytes]) -> str:
+    """A self-contained HTML page (no external resources) of a single or baseline document."""
+    if doc.get("schema") == BASELINE_SCHEMA:
+        rows = "".join(
+            f"<tr><td>{_e(r['label'])}</td><td>{_e(baseline_value(r, 'baseline'))}</td>"
+            f"<td>{_e(baseline_value(r, 'current'))}</td><td>{_e(baseline_change(r))}</td>"
+            f"<td class=\"flag-{_e(r['flag'] or '')}\">{_e(r['flag'] or '')}</td></tr>" for r in doc["figures"])
+        d = doc["server_args_diff"]
+        diff = "".join(f"<li>- {_e(k)}={_e(v)} (gone: renamed or dropped?)</li>" for k, v in d["only_in_baseline"].items())
+        diff += "".join(f"<li>+ {_e(k)}={_e(v)} (new)</li>" for k, v in d["only_in_current"].items())
+        diff += "".join(f"<li>~ {_e(k)}: {_e(a)} &rarr; {_e(b)}</li>" for k, (a, b) in d["changed"].items())
+        if not (d["baseline_has_server_args"] and d["current_has_server_args"]):
+            diff += "<li>cannot compare: a log has no server_args line</li>"
+        body = (f"<h1>Baseline comparison</h1><section id=\"comparison\"><table><tr><th>figure</th><th>baseline</th>"
+                f"<th>current</th><th>change</th><th>flag</th></tr>{rows}</table></section>"
+                f"<section id=\"server-args-diff\"><h2>server_args difference</h2><ul>{diff or '<li>identical</li>'}"
+                f"</ul></section>" + _single(doc["current"], images, "Current run")
+                + _single(doc["baseline"], {}, "Baseline run"))
+    else:
+        body = _single(doc, images, "SGLang performance report")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>sglang-exporter report</title>"
+            f"<style>{_CSS}</style></head><body>\n{body}\n"
+            + ("" if plots.have_matplotlib() else
+               "<p class=\"meta\">Plots need matplotlib: pip install 'sglang-exporter[report]'.</p>")
+            + "</body></html>\n")

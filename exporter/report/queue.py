@@ -1,0 +1,158 @@
+"""Checklist sections 2 and 5: queue depth and wait, arrival rate, decode step time, latencies.
+
+Figures: ``depth``: ``#queue-req`` per Decode line (exact samples); ``time_weighted_mean_depth`` =
+the integral of ``#queue-req`` over time (each value held until the next line, gaps capped as in the
+exporter) / active seconds; ``admitted_requests``: sum of ``#new-seq`` less continuing chunks
+(:func:`~exporter.report.basis.count_admissions`); Little's-law mean wait = request-seconds queued /
+admitted; ``arrival_rate_per_second`` = (admitted + queue growth - retracted requests) / active
+seconds; ``decode_step_seconds``: the mean time of one decode forward step, from SGLang's own ``gen
+throughput`` (tokens since the previous Decode line / wall time since then, so ``#running-req`` x
+``accept len`` / gen throughput per step), over the Decode lines whose interval held no idle time;
+from the lines' time stamps when no line prints gen throughput. All estimates except the
+per-request percentiles (``ReqTimeStats`` and ``Finish`` records: exact).
+"""
+
+from __future__ import annotations
+
+from .basis import Basis
+from .domains import AMOUNT, COUNT, FLAG, LABEL, REASONS, VERDICT, Dist, Figures, verdict
+from .fmt import num
+from .stats import distribution, ratio
+from .throughput import seconds_reason
+
+LATENCY_POINTS = (50, 95, 99, 99.9)
+
+DOMAINS = {
+    "depth": Dist(COUNT),
+    "depth_max_all_lines": COUNT,
+    "depth_first": COUNT,
+    "depth_last": COUNT,
+    "time_weighted_mean_depth": AMOUNT,
+    "admitted_requests": COUNT,
+    "queue_request_seconds": AMOUNT,
+    "mean_wait_seconds_littles_law": AMOUNT,
+    "steady_state": FLAG,
+    "arrival_rate_per_second": AMOUNT,
+    "admission_rate_per_second": AMOUNT,
+    "decode_step_seconds": AMOUNT,
+    "decode_step_source": LABEL,
+    "decode_step_lines": COUNT,
+    "time_per_output_token_seconds": AMOUNT,
+    "queue_wait_seconds": Dist(AMOUNT),
+    "queue_wait_negative_skipped": COUNT,
+    "finish_queue_time_seconds": Dist(AMOUNT),
+    "e2e_latency_seconds": Dist(AMOUNT),
+    "verdict": VERDICT,
+    "not_available": REASONS,
+}
+
+
+def decode_step(b: Basis) -> tuple[float | None, float | None, str | None, int, str]:
+    """(seconds per decode step, seconds per output token, source, lines used, reason when n/a).
+
+    Lines whose interval may hold idle time (``DecodeRow.after_idle``) are left out: their gen
+    throughput and their time stamps both count the silence as if it were decoding.
+    """
+    kept = [r for rows in b.decode_by_sched.values() for r in rows if not r.after_idle]
+    timed = [r for r in kept if r.gen_throughput and r.running > 0]
+    if timed:
+        step = sum(r.running * (r.accept_len or 1.0) / r.gen_throughput for r in timed) / len(timed)
+        tpot = sum(r.running / r.gen_throughput for r in timed) / len(timed)
+        return step, tpot, "gen throughput", len(timed), ""
+    if not b.decode:
+        return None, None, None, 0, "no Decode lines"
+    if not kept:
+        return None, None, None, 0, ("every Decode line starts the log or follows an idle period: none times "
+                                     "decode steps alone")
+    dt, steps, n, accept = 0.0, 0, 0, []
+    for rows in b.decode_by_sched.values():
+        prev = None
+        for r in rows:
+            if r.t is not None and prev is not None and not r.after_idle and r.t >= prev:
+                dt += r.t - prev
+                steps += b.interval
+                n += 1
+                accept.append(r.accept_len or 1.0)
+            if r.t is not None:
+                prev = r.t
+    if not n:
+        return None, None, None, 0, "the Decode lines print neither gen throughput nor time stamps"
+    if dt <= 0:
+        return None, None, None, n, "the timed Decode lines lie within one second (1-s time stamps cannot time them)"
+    step = dt / steps
+    return step, step / (sum(accept) / len(accept)), "time stamps", n, ""
+
+
+def section(b: Basis) -> dict:
+    """The ``queue_latency`` section of the report document."""
+    f = Figures(DOMAINS)
+    rec = b.rec
+    f.put("depth", distribution([r.queue for r in b.decode if r.queue is not None]))
+    all_queues = [r.queue for r in b.decode if r.queue is not None] + [r.queue for r in b.prefill if r.queue is not None]
+    f.set("depth_max_all_lines", max(all_queues) if all_queues else None, "no stats line printed #queue-req")
+    firsts, lasts = [], []
+    for dp in sorted(set(b.decode_by_sched) | set(b.prefill_by_sched)):
+        ordered = sorted(((r.t, r.queue) for r in b.decode_by_sched.get(dp, []) + b.prefill_by_sched.get(dp, [])
+                          if r.queue is not None and r.t is not None), key=lambda x: x[0])
+        if ordered:
+            firsts.append(ordered[0][1])
+            lasts.append(ordered[-1][1])
+    no_q = "no time-stamped stats line printed #queue-req"
+    q_start = f.set("depth_first", sum(firsts) if firsts else None, no_q)
+    q_end = f.set("depth_last", sum(lasts) if lasts else None, no_q)
+    growth = (q_end - q_start) if firsts else None
+    why_t = seconds_reason(b)
+    qrs = b.total("queue_request_seconds")
+    f.set("time_weighted_mean_depth", ratio(qrs, b.active_seconds) if not why_t else None, why_t)
+    if not b.prefill:
+        no_admit = ("a PD decode server prints no Prefill lines: its admissions are the prefill server's"
+                    if b.pd_decode else "no Prefill lines in the log: admissions are not visible")
+        admitted = f.set("admitted_requests", None, no_admit)
+    else:
+        no_admit = None
+        admitted = f.set("admitted_requests", b.admitted)
+    f.set("queue_request_seconds", qrs)
+    little = None
+    if no_admit is None:
+        little = f.set("mean_wait_seconds_littles_law", ratio(qrs, admitted) if b.has_time else None,
+                       "the log has no time stamps" if not b.has_time else "no request was admitted in the log")
+    else:
+        f.set("mean_wait_seconds_littles_law", None, no_admit)
+    steady = growth is not None and growth <= max(2, 0.1 * (admitted or 0))
+    f.put("steady_state", steady if firsts else None)
+    retracted = int(b.total("retracted_requests"))
+    if no_admit or why_t or growth is None:
+        f.set("arrival_rate_per_second", None, no_admit or why_t or no_q)
+    else:
+        f.set("arrival_rate_per_second", (admitted + growth - retracted) / b.active_seconds,
+              f"more requests were retracted ({retracted}) than admitted ({admitted}) plus the queue's growth "
+              f"({growth:+d}): the log starts or ends in the middle of their story")
+    f.set("admission_rate_per_second", ratio(admitted, b.active_seconds) if not (no_admit or why_t) else None,
+          no_admit or why_t)
+    step, tpot, source, n, why = decode_step(b)
+    f.set("decode_step_seconds", step, why)
+    f.put("decode_step_source", source)
+    f.set("decode_step_lines", n)
+    f.set("time_per_output_token_seconds", tpot, why)
+    qd = [r.queue_duration for r in rec.req_stats if r.queue_duration >= 0]
+    f.put("queue_wait_seconds", distribution(qd, LATENCY_POINTS))
+    f.set("queue_wait_negative_skipped", rec.req_stats_negative)
+    f.put("finish_queue_time_seconds", distribution(rec.finish.queue_time, LATENCY_POINTS))
+    f.put("e2e_latency_seconds", distribution(rec.finish.e2e_latency, LATENCY_POINTS))
+    if not b.has_time:
+        v = verdict("unknown", "The log has no timestamps: queue wait and rates cannot be derived.")
+    elif no_admit:
+        v = verdict("unknown", f"No queue wait to derive: {no_admit}.")
+    elif not admitted:
+        v = verdict("unknown", "No requests were admitted in the log: no queue wait to derive.")
+    elif not steady:
+        v = verdict("not_steady", f"The queue grew from {q_start} to {q_end} requests during the log: not a steady "
+                    f"state, so the Little's-law mean ({num(little, 2, ' s')}) is not a wait time: arrivals exceed "
+                    "service and queued requests wait longer the longer the run.")
+    else:
+        tw = f.values["time_weighted_mean_depth"]
+        v = verdict("steady", f"Mean queue wait {num(little, 3, ' s')} by Little's law (time-averaged queue "
+                    f"{num(tw, 2)} / admission rate)." + ("" if qd or rec.finish.e2e_latency else
+                    " Percentiles need --enable-request-time-stats-logging or --log-requests."))
+    f.put("verdict", v)
+    return f.done()

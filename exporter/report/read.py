@@ -1,0 +1,535 @@
+"""Reading recorded logs: every line through the exporter's parser and scheduler state, plus the
+per-line samples that percentiles need (:class:`Recorder`, :func:`read_logs`).
+
+Extra line data kept here, beside the parser (its events do not carry it):
+
+* the whole ``server_args=ServerArgs(...)`` dump as ``{name: repr}`` (:func:`split_server_args`),
+  read only from lines that the parser already recognised as ``ServerArgs``;
+* ``Finish: obj=... out={'meta_info': {...}}`` request records (``--log-requests``; the JSON form
+  ``"event": "request.finished"`` too) for ``e2e_latency`` and request lengths (:class:`FinishRecords`);
+* ``KV Cache is allocated. [dtype: D, ]#tokens: N, K size: X GB, V size: Y GB`` (``dtype`` since
+  2026; SGLang Omni prints it and never the start-up capacity line): the KV capacity in tokens and
+  the pool's bytes;
+* ``mamba num`` and ``#swa token`` of hybrid models' Decode lines (the parser keeps their usage
+  ratios only), for the capacity in requests of each pool;
+* the time stamp of every line, scheduler line or not (``[YYYY-MM-DD HH:MM:SS``, a lost ``[``, a
+  Ray actor prefix, Python logging's ``YYYY-MM-DD HH:MM:SS,mmm``, a time-only ``[HH:MM:SS``), for
+  the span of the log.
+"""
+
+from __future__ import annotations
+
+import calendar
+import errno
+import functools
+import gzip
+import os
+import re
+import sys
+import time
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from ..limits import DEFAULT_DECODE_LOG_INTERVAL, DEFAULT_MAX_LINE_BYTES, QUEUE_SAMPLE_MAX_GAP_SECONDS, in_value_range
+from .upstream import (
+    KIND_OF,
+    Capacity,
+    DecodeBatch,
+    Malformed,
+    PrefillBatch,
+    ReqTimeStats,
+    RetractAbort,
+    Retraction,
+    SchedulerStates,
+    ServerArgs,
+    parse_line,
+)
+
+PROG = "sglang-exporter report"
+#: Lines longer than this are skipped and counted (the tailer's default ``--log.max-line-bytes``).
+MAX_LINE_BYTES = DEFAULT_MAX_LINE_BYTES
+#: Inputs larger than this show progress on a terminal.
+PROGRESS_MIN_BYTES = 64 << 20
+
+
+def _value(text: str) -> float | None:
+    """``text`` as a number the parser accepts too (:func:`~exporter.limits.in_value_range`), else ``None`` (never raises)."""
+    if len(text) > 40:  # also keeps int()/float() away from huge digit strings
+        return None
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if in_value_range(x) else None
+
+
+def split_server_args(line: str) -> dict[str, str]:
+    """The ``name=value`` pairs of a ``server_args=ServerArgs(...)`` dump, values as printed (repr).
+
+    Splits on top-level ``", "`` only (commas inside quotes, brackets and braces are kept), so
+    ``json_model_override_args='{"a": 1, "b": 2}'`` stays one value. Returns ``{}`` when the line has
+    no ``ServerArgs(`` body. Never raises.
+    """
+    i = line.find("ServerArgs(")
+    if i < 0:
+        return {}
+    body = line[i + 11:]
+    parts: list[str] = []
+    depth, quote, start, k = 0, "", 0, 0
+    n = len(body)
+    while k < n:
+        c = body[k]
+        if quote:
+            if c == "\\":
+                k += 1
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:  # the closing parenthesis of ServerArgs(
+                break
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(body[start:k])
+            start = k + 1
+        k += 1
+    parts.append(body[start:k])
+    out: dict[str, str] = {}
+    for part in parts:
+        name, eq, value = part.strip().partition("=")
+        if eq and name.isidentifier():
+            out[name] = value
+    return out
+
+
+_FINISH_NUM = {
+    name: re.compile(rf"['\"]{name}['\"]:\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
+    for name in ("e2e_latency", "queue_time", "prompt_tokens", "completion_tokens", "cached_tokens")
+}
+_KV_ALLOC = re.compile(r"KV Cache is allocated\.(?: dtype: [^,]{1,40},)? #tokens: (\S+), "
+                       r"(?:K size: (\S+) GB, V size: (\S+) GB|KV size: (\S+) GB)")
+_MAMBA_NUM = re.compile(r"[ ,]mamba num: (\d{1,15}),")
+_SWA_TOKENS = re.compile(r"(?:#swa token: |#token: full=\d{1,15}, swa=)(\d{1,15}),")
+_LINE_START = re.compile(r"^\s*(?:\(\w+ pid=\d+\) )?\[\d")
+_STAMP = re.compile(r"\s{0,8}(?:\(\w{1,64} pid=\d{1,10}\) ?)?\[?(\d{4}-\d\d-\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
+_TIME_OF_DAY = re.compile(r"\s{0,8}(?:\(\w{1,64} pid=\d{1,10}\) ?)?\[(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?[\] ]")
+
+
+@functools.lru_cache(maxsize=4096)
+def _epoch(date: str, h: str, mi: str, s: str) -> float | None:
+    try:
+        y, mo, d = date.split("-")
+        return float(calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s))))
+    except (ValueError, OverflowError):
+        return None
+
+
+def line_time(line: str) -> tuple[float, bool] | None:
+    """The time stamp at the start of any log line: ``(seconds, time_of_day_only)``, or ``None``.
+
+    Dates give seconds since the epoch (the server's naive wall clock read as UTC, as the parser
+    does); a time-only ``[HH:MM:SS`` prefix gives seconds of the day.
+    """
+    m = _STAMP.match(line)
+    if m:
+        t = _epoch(m.group(1), m.group(2), m.group(3), m.group(4))
+        if t is None:
+            return None
+        frac = m.group(5)
+        return (t + int(frac) / 10 ** len(frac) if frac else t), False
+    m = _TIME_OF_DAY.match(line)
+    if m:
+        h, mi, s, frac = m.groups()
+        if int(h) > 23 or int(mi) > 59 or int(s) > 60:
+            return None
+        return int(h) * 3600 + int(mi) * 60 + int(s) + (int(frac) / 10 ** len(frac) if frac else 0.0), True
+    return None
+
+
+@dataclass
+class FinishRecords:
+    """Per-request values from ``Finish`` records (``--log-requests``), in seconds and tokens.
+
+    A record that the poster or a terminal hard-wrapped continues on following lines that do not
+    start a new log record; up to 64 of those are joined before the values are read.
+    """
+
+    e2e_latency: list[float] = field(default_factory=list)
+    queue_time: list[float] = field(default_factory=list)
+    prompt_tokens: list[int] = field(default_factory=list)
+    completion_tokens: list[int] = field(default_factory=list)
+    #: Values that were negative, not finite or not below :data:`~exporter.limits.MAX_VALUE` (damage), ignored.
+    rejected: int = 0
+    _pending: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def starts(line: str) -> bool:
+        return "Finish: obj=" in line or '"request.finished"' in line
+
+    def feed(self, line: str) -> bool:
+        """Offer a line; True when it was consumed as part of a Finish record."""
+        if self._pending:
+            if not _LINE_START.match(line) and line.strip() and len(self._pending) < 64:
+                self._pending.append(line)
+                return True
+            self.flush()
+        if self.starts(line):
+            self._pending = [line]
+            if "e2e_latency" in line:
+                self.flush()
+            return True
+        return False
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        text = "".join(self._pending)
+        self._pending = []
+        values = {}
+        for name, pattern in _FINISH_NUM.items():
+            m = pattern.search(text)
+            if m:
+                x = _value(m.group(1))
+                if x is None:
+                    self.rejected += 1
+                else:
+                    values[name] = x
+        if "e2e_latency" in values:
+            self.e2e_latency.append(values["e2e_latency"])
+        if "queue_time" in values:
+            self.queue_time.append(values["queue_time"])
+        if "prompt_tokens" in values:
+            self.prompt_tokens.append(int(values["prompt_tokens"]))
+        if "completion_tokens" in values:
+            self.completion_tokens.append(int(values["completion_tokens"]))
+
+
+class DecodeRow(NamedTuple):
+    """One ``Decode batch`` line as the report uses it (``t``: seconds, midnight-unwrapped, or None).
+
+    ``kv_ratio`` is the largest device-pool usage; ``pool_ratio`` the main pool's (``token usage``,
+    ``full token usage`` or ``gpu token usage``) and ``used_tokens`` its ``#token``. ``after_idle``:
+    the interval that this line closes may hold time without decoding (it is the replica's first
+    Decode line, a Prefill line with ``#running-req: 0`` came between, or the gap to the previous
+    Decode line exceeds :data:`~exporter.limits.QUEUE_SAMPLE_MAX_GAP_SECONDS`).
+    """
+
+    t: float | None
+    running: int
+    queue: int | None
+    kv_ratio: float | None
+    used_tokens: int | None
+    pool_ratio: float | None
+    gen_throughput: float | None
+    accept_len: float | None
+    prealloc_ratio: float | None
+    swa_used: int | None
+    swa_ratio: float | None
+    mamba_used: int | None
+    mamba_ratio: float | None
+    after_idle: bool
+    pd_decode: bool
+
+
+class PrefillRow(NamedTuple):
+    """One ``Prefill batch`` line as the report uses it."""
+
+    t: float | None
+    new_seq: int
+    new_token: int
+    cached_token: int | None
+    queue: int | None
+    kv_ratio: float | None
+    running: int | None
+
+
+class RetractionRow(NamedTuple):
+    t: float | None
+    requests: int
+    new_tokens_gained: int | None
+
+
+@dataclass
+class ReplicaSamples:
+    """Per-line samples of one replica (``Origin.replica``) of one scheduler, in log order."""
+
+    decode: list[DecodeRow] = field(default_factory=list)
+    prefill: list[PrefillRow] = field(default_factory=list)
+    retractions: list[RetractionRow] = field(default_factory=list)
+
+
+def _share(x: float | None) -> float | None:
+    """A usage ratio as the report keeps it: ``None`` above 1 (SGLang prints ``used / capacity``)."""
+    return x if x is None or x <= 1.0 else None
+
+
+class Recorder:
+    """Feeds lines to the parser and a scheduler state, and keeps the samples reports need.
+
+    Args:
+        decode_log_interval: Decode steps per ``Decode batch`` line when the log has no
+            ``server_args`` line (the log's value wins, as in the exporter).
+        chunked_prefill_size: SGLang's ``--chunked-prefill-size`` when the log has neither the
+            start-up capacity line nor ``server_args`` (as the main command's setting).
+    """
+
+    def __init__(self, decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL,
+                 chunked_prefill_size: int | None = None):
+        self.states = SchedulerStates(decode_log_interval, clock=lambda: 0.0,
+                                      chunked_prefill_size=chunked_prefill_size)
+        self.lines: Counter[tuple[str, str]] = Counter()
+        self.scheduler_lines = 0  # lines the parser read as a scheduler line (all kinds)
+        self.samples: dict[tuple[str, str], ReplicaSamples] = {}
+        self.server_args: dict[str, str] = {}
+        self.server_args_count = 0
+        self.req_stats: list[ReqTimeStats] = []
+        self.req_stats_negative = 0
+        self.finish = FinishRecords()
+        self.kv_alloc: tuple[int, float] | None = None  # latest (#tokens, K+V GiB)
+        self.kv_alloc_tokens: set[int] = set()  # every #tokens printed (several AR stages differ)
+        self.kv_alloc_rejected = 0  # KV Cache is allocated lines with a damaged number
+        self.usage_rejected = 0  # usage ratios above 1 on stats lines, not used as samples
+        self.max_tp_tag = -1
+        self.unestimated: Counter[tuple[str, str]] = Counter()  # per (dp, replica); replica-max later
+        self.time_of_day_only = False
+        self.timestamped_lines = 0
+        self.first_time: float | None = None  # any time-stamped line (dated lines win over time-only)
+        self.last_time: float | None = None
+        self.sched_first: float | None = None  # scheduler lines only
+        self.sched_last: float | None = None
+        self._dated: list[float | None] = [None, None]
+        self._tod: list[float | None] = [None, None]
+        self._tod_offset = 0.0
+        self._tod_last: float | None = None
+        self._idle_mark: dict[tuple[str, str], bool] = {}
+        self._last_decode_t: dict[tuple[str, str], float | None] = {}
+
+    # -- time ------------------------------------------------------------------------------------
+
+    def _unwrap(self, t: float) -> float:
+        """Seconds of the day of time-only stamps, unwrapped across midnight (in file order)."""
+        self.time_of_day_only = True
+        if self._tod_last is not None and t + self._tod_offset < self._tod_last - 43200:
+            self._tod_offset += 86400
+        t += self._tod_offset
+        self._tod_last = t
+        return t
+
+    def _note_time(self, t: float, tod: bool) -> float:
+        self.timestamped_lines += 1
+        if tod:
+            t = self._unwrap(t)
+        span = self._tod if tod else self._dated
+        if span[0] is None or t < span[0]:
+            span[0] = t
+        if span[1] is None or t > span[1]:
+            span[1] = t
+        self.first_time, self.last_time = (self._dated if self._dated[0] is not None else self._tod)
+        self.time_of_day_only = self._dated[0] is None and self._tod[0] is not None
+        return t
+
+    def _event_time(self, origin) -> float | None:
+        t = origin.log_time
+        if t is None:
+            return None
+        t = self._note_time(t, origin.time_of_day_only)
+        if self.sched_first is None or t < self.sched_first:
+            self.sched_first = t
+        if self.sched_last is None or t > self.sched_last:
+            self.sched_last = t
+        return t
+
+    # -- lines -----------------------------------------------------------------------------------
+
+    def _replica(self, origin) -> ReplicaSamples:
+        key = (origin.dp_rank, origin.replica)
+        s = self.samples.get(key)
+        if s is None:
+            s = self.samples[key] = ReplicaSamples()
+            for tag in origin.replica.split():
+                if tag.startswith("TP") and tag[2:].isascii() and tag[2:].isdigit() and len(tag) <= 8:
+                    self.max_tp_tag = max(self.max_tp_tag, int(tag[2:]))
+        return s
+
+    def _kv_alloc_line(self, line: str) -> None:
+        m = _KV_ALLOC.search(line)
+        if not m:
+            return
+        tokens = _value(m.group(1))
+        sizes = [_value(g) for g in ((m.group(4),) if m.group(4) else m.group(2, 3))]
+        if tokens is None or tokens != int(tokens) or None in sizes:
+            self.kv_alloc_rejected += 1
+        else:
+            self.kv_alloc = (int(tokens), sum(sizes))
+            self.kv_alloc_tokens.add(int(tokens))
+
+    def feed_line(self, line: str) -> None:
+        """Read one line (without its terminator)."""
+        if self.finish.feed(line):
+            stamp = line_time(line)
+            if stamp:
+                self._note_time(*stamp)
+            return
+        if "KV Cache is allocated" in line:
+            self._kv_alloc_line(line)
+        ev = parse_line(line)
+        kind = type(ev)
+        if ev is None or kind is Malformed or kind not in KIND_OF:
+            if ev is None or kind is not Malformed:
+                self.lines[("other", "ignored")] += 1
+            else:
+                self.lines[(ev.kind, "malformed")] += 1
+            stamp = line_time(line)
+            if stamp:
+                self._note_time(*stamp)
+            return
+        self.lines[(KIND_OF[kind], "parsed")] += 1
+        self.scheduler_lines += 1
+        origin = ev.origin
+        t = self._event_time(origin)
+        if kind is DecodeBatch:
+            self._decode(ev, line, t)
+        elif kind is PrefillBatch:
+            kv = _share(ev.kv.max_device_ratio)
+            if kv is None and ev.kv.max_device_ratio is not None:
+                self.usage_rejected += 1
+            self._replica(origin).prefill.append(
+                PrefillRow(t, ev.new_seq, ev.new_token, ev.cached_token, ev.queue_req, kv, ev.running_req))
+            if ev.running_req == 0:
+                self._idle_mark[(origin.dp_rank, origin.replica)] = True
+        elif kind is Retraction:
+            sched = self.states.schedulers.get(origin.dp_rank)
+            if ev.new_tokens_gained is None and (sched is None or sched.mean_tokens_per_running_req is None):
+                self.unestimated[(origin.dp_rank, origin.replica)] += 1
+            self._replica(origin).retractions.append(RetractionRow(t, ev.retracted_reqs, ev.new_tokens_gained))
+        elif kind is ServerArgs:
+            self.server_args = split_server_args(line)
+            self.server_args_count += 1
+        elif kind is ReqTimeStats:
+            if ev.queue_duration < 0:
+                self.req_stats_negative += 1
+            self.req_stats.append(ev)
+        elif kind in (Capacity, RetractAbort):
+            self._replica(origin)
+        self.states.apply(ev, wall=0.0)
+
+    def _decode(self, ev: DecodeBatch, line: str, t: float | None) -> None:
+        origin = ev.origin
+        key = (origin.dp_rank, origin.replica)
+        pools = ev.kv.pools
+        ratios = {}
+        for name in ("kv", "full", "gpu", "swa", "mamba"):
+            if name in pools:
+                ratios[name] = _share(pools[name])
+                if ratios[name] is None:
+                    self.usage_rejected += 1
+        main = next((ratios[p] for p in ("kv", "full", "gpu") if p in pools), None)
+        kv = _share(ev.kv.max_device_ratio)
+        prealloc = _share(ev.preallocated_usage)
+        if prealloc is None and ev.preallocated_usage is not None:
+            self.usage_rejected += 1
+        mamba = _MAMBA_NUM.search(line) if "mamba" in pools else None
+        swa = _SWA_TOKENS.search(line) if "swa" in pools else None
+        prev_t = self._last_decode_t.get(key, False)
+        after_idle = (prev_t is False or self._idle_mark.get(key, False)
+                      or (t is not None and prev_t is not None and t - prev_t > QUEUE_SAMPLE_MAX_GAP_SECONDS))
+        self._idle_mark[key] = False
+        self._last_decode_t[key] = t
+        self._replica(origin).decode.append(DecodeRow(
+            t, ev.running_req, ev.queue_req, kv, ev.kv.used_tokens, main, ev.gen_throughput, ev.accept_len,
+            prealloc, int(swa.group(1)) if swa else None, ratios.get("swa"),
+            int(mamba.group(1)) if mamba else None, ratios.get("mamba"), after_idle,
+            ev.preallocated_usage is not None or "prealloc" in ev.pd_queues or "transfer" in ev.pd_queues))
+
+    @property
+    def unestimated_retractions(self) -> int:
+        """Retractions whose recompute could not be sized, counted once over replicas."""
+        best: dict[str, int] = {}
+        for (dp, _), n in self.unestimated.items():
+            best[dp] = max(best.get(dp, 0), n)
+        return sum(best.values())
+
+    def finish_input(self) -> None:
+        """Flush a Finish record still being joined at the end of the input."""
+        self.finish.flush()
+
+
+@dataclass
+class InputFile:
+    """One input's path, bytes and lines read, and how many of its lines were scheduler lines."""
+
+    path: str
+    bytes: int = 0
+    lines: int = 0
+    oversized_lines: int = 0
+    scheduler_lines: int = 0
+
+
+def read_logs(paths: list[str], recorder: Recorder, progress: bool | None = None) -> list[InputFile]:
+    """Feed every line of the files, in order, into the recorder.
+
+    Several files are one run: rotated segments in order, or the logs of the nodes of one
+    multi-node group (replica tags keep them apart). ``.gz`` files are decompressed. Bytes are split
+    on ``\\n`` only (a tqdm ``\\r`` stays inside its line), decoded as UTF-8 with replacement.
+
+    Raises:
+        OSError: a file cannot be opened or read (a damaged ``.gz`` included), naming the file.
+    """
+    total = sum(os.path.getsize(p) for p in paths)
+    if progress is None:
+        progress = total >= PROGRESS_MIN_BYTES and sys.stderr.isatty()
+    done = 0
+    next_report = [0.0]  # shared with _read_one across files
+    started = time.monotonic()
+    out = []
+    for path in paths:
+        info = InputFile(path)
+        before = recorder.scheduler_lines
+        try:
+            _read_one(path, info, recorder, progress, total, done, started, next_report)
+        except OSError as exc:  # gzip.BadGzipFile included; name the file when the error does not
+            if exc.filename is None:
+                raise OSError(exc.errno or errno.EIO, exc.strerror or str(exc) or type(exc).__name__,
+                              path) from exc
+            raise
+        except (EOFError, zlib.error) as exc:  # a truncated or corrupt .gz
+            raise OSError(errno.EIO, f"damaged gzip data ({exc})", path) from exc
+        recorder.finish_input()
+        info.scheduler_lines = recorder.scheduler_lines - before
+        done += os.path.getsize(path) if not path.endswith(".gz") else info.bytes
+        out.append(info)
+    if progress:
+        print(file=sys.stderr)
+    return out
+
+
+def _read_one(path: str, info: InputFile, recorder: Recorder, progress: bool, total: int, done: int,
+              started: float, next_report: list[float]) -> None:
+    """Feed one file's lines; a line over :data:`MAX_LINE_BYTES` is skipped without being held whole."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        while True:
+            raw = f.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                break
+            info.bytes += len(raw)
+            info.lines += 1
+            if len(raw) > MAX_LINE_BYTES:
+                info.oversized_lines += 1
+                while not raw.endswith(b"\n"):
+                    raw = f.readline(MAX_LINE_BYTES + 1)
+                    if not raw:
+                        break
+                    info.bytes += len(raw)
+                continue
+            recorder.feed_line(raw.decode("utf-8", "replace").rstrip("\r\n"))
+            if progress and (done + info.bytes) >= next_report[0]:
+                pct = 100.0 * (done + info.bytes) / total if total else 100.0
+                print(f"\r{PROG}: {pct:5.1f}% of {total / 1e6:.0f} MB, {time.monotonic() - started:.0f} s",
+                      end="", file=sys.stderr, flush=True)
+                next_report[0] += max(total / 100, 1)

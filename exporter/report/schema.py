@@ -1,0 +1,71 @@
+"""The report document's shape: every key with its domain, assembled from the section modules.
+
+:data:`DOCUMENT` is the domain tree of a single report (``"schema": SCHEMA``), :data:`BASELINE` that of
+a ``--baseline`` comparison. :func:`violations` lists the places where a document leaves its
+domains; :func:`enforce` is the last-resort guard that turns such a value into ``null`` with a reason
+(the tests require that the sections never leave it anything to do).
+"""
+
+from __future__ import annotations
+
+from . import baseline, batch, header, kv, queue, retractions, scenario, startup, throughput
+from .domains import LABEL, UNEXPECTED, ListOf, Record, dotted
+from .domains import violations as _violations
+
+SCHEMA = header.SCHEMA
+BASELINE_SCHEMA = baseline.BASELINE_SCHEMA
+
+#: Top-level keys of a single report, in order (stable: the JSON contract).
+TOP_KEYS = ("schema", "inputs", "lines", "span", "schedulers", "settings", "batch_size", "retractions",
+            "throughput", "kv_capacity", "queue_latency", "scenario", "checklist", "startup", "timeline")
+#: The sections whose figures carry an n/a reason in ``not_available``.
+FIGURE_SECTIONS = {"batch_size": batch.DOMAINS, "retractions": retractions.DOMAINS,
+                   "throughput": throughput.DOMAINS, "kv_capacity": kv.DOMAINS, "queue_latency": queue.DOMAINS}
+
+DOCUMENT = Record({
+    "schema": LABEL,
+    "inputs": header.INPUTS,
+    "lines": header.LINES,
+    "span": header.SPAN,
+    "schedulers": ListOf(LABEL),
+    "settings": header.SETTINGS,
+    **{name: Record(d) for name, d in FIGURE_SECTIONS.items()},
+    "scenario": Record(scenario.DOMAINS),
+    "checklist": scenario.CHECKLIST,
+    "startup": Record(startup.DOMAINS),
+    "timeline": header.TIMELINE,
+})
+BASELINE = baseline.domains(DOCUMENT)
+
+
+def violations(doc: dict) -> list[tuple[str, object, str]]:
+    """``[(dotted path, value, why)]`` for every value of ``doc`` outside its domain; ``[]`` when none."""
+    spec = BASELINE if doc.get("schema") == BASELINE_SCHEMA else DOCUMENT
+    return [(dotted(path), value, why) for path, value, why in _violations(doc, spec)]
+
+
+def enforce(doc: dict) -> int:
+    """Replace every value of a single report outside its domain by ``None``, with a reason in its
+    section's ``not_available`` map under the dotted key. Returns how many values were replaced."""
+    found = _violations(doc, DOCUMENT)
+    for path, _, why in found:
+        parent = doc
+        for part in path[:-1]:
+            parent = parent[part]
+        if isinstance(parent, dict) or (isinstance(parent, list) and isinstance(path[-1], int)):
+            parent[path[-1]] = None
+        section = doc.get(path[0]) if path else None
+        if isinstance(section, dict) and isinstance(section.get("not_available"), dict):
+            section["not_available"][dotted(path[1:])] = f"{UNEXPECTED}: {why}"
+    return len(found)
+
+
+def jsonable(obj):
+    """A copy of ``obj`` with NaN and infinities as ``None`` (JSON has neither)."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    return obj
