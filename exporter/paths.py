@@ -24,11 +24,17 @@ def display_path(path: str) -> str:
         return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def directory_problem(path: str) -> str:
+    """What both commands say of a directory given where a log file is expected."""
+    return f"is a directory: give a file, or a glob such as '{display_path(path).rstrip('/')}/*.log'"
+
+
 def file_problem(path: str) -> str | None:
     """Why ``path`` cannot be read as a log file, or ``None`` when it can.
 
-    Returns one of ``"does not exist"``, ``"is a directory, not a file"``, ``"is not a regular file"``
-    or ``"cannot be read (<reason>)"`` (the operating system's reason, e.g. ``Permission denied``).
+    Returns one of ``"does not exist"``, ``"is a directory: give a file, or a glob such as
+    '<path>/*.log'"`` (:func:`directory_problem`), ``"is not a regular file"`` or
+    ``"cannot be read (<reason>)"`` (the operating system's reason, e.g. ``Permission denied``).
     The file is opened and closed to find out (as root, permission bits alone do not say). A FIFO or
     device is refused without being opened (opening a FIFO would wait for a writer). Never raises.
     """
@@ -43,7 +49,7 @@ def file_problem(path: str) -> str | None:
     except ValueError:  # an embedded NUL byte
         return "does not exist"
     if stat.S_ISDIR(st.st_mode):
-        return "is a directory, not a file"
+        return directory_problem(path)
     if not stat.S_ISREG(st.st_mode):
         return "is not a regular file"
     try:

@@ -44,6 +44,7 @@ from .limits import (
     MAX_LINE_BYTES_MAX,
     MAX_LINE_BYTES_MIN,
 )
+from .paths import directory_problem
 
 ENV_PREFIX = "SGLANG_EXPORTER_"
 #: Default port: outside the 9100-9999 exporter registry range, not dcgm-exporter's 9400, not
@@ -142,7 +143,7 @@ class LogSettings(BaseModel):
             if "\0" in p:
                 raise ValueError(f"a path cannot contain a NUL byte, got {p!r}")
             if os.path.isdir(p):
-                raise ValueError(f"{p!r} is a directory; give a file, or a glob such as '{p.rstrip('/')}/*.log'")
+                raise ValueError(f"{p!r} {directory_problem(p)}")
         return value
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from exporter import limits
 from exporter.parser import Malformed, parse_line
-from exporter.report.read import _value
+from exporter.report.linedata import _value
 from exporter.settings import SettingsError, load_settings
 from exporter.status import ExitStatus
 

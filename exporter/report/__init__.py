@@ -19,7 +19,8 @@ from .baseline import BASELINE_SCHEMA, compare
 from .cli import main
 from .kv import model_kv_bytes_per_token
 from .plots import make_plots
-from .read import MAX_LINE_BYTES, Recorder, read_logs, split_server_args
+from .linedata import split_server_args
+from .read import MAX_LINE_BYTES, Recorder, read_logs
 from .schema import SCHEMA, jsonable, violations
 from .stats import distribution, percentile
 

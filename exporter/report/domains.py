@@ -223,6 +223,8 @@ class Figures:
             value = None
         if value is None and why:
             self.na[key] = why
+        elif value is not None:
+            self.na.pop(key, None)
         self.values[key] = value
         return value
 

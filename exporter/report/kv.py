@@ -19,7 +19,7 @@ import math
 from .basis import ESTIMATE_MIN_USAGE, Basis, pool_size_estimate
 from .domains import AMOUNT, COUNT, FREE, LABEL, POSITIVE, REASONS, SHARE, VERDICT, Dist, Figures, MapOf, Range, verdict
 from .fmt import num
-from .read import _value
+from .linedata import _value
 from .stats import distribution, ratio
 
 #: The method's safety factor on the theoretical KV capacity in requests.
@@ -146,25 +146,26 @@ def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None =
         pools["swa"] = swa["size"] / swa_per_req
     mamba = pool_size_estimate([(r.mamba_used, r.mamba_ratio) for r in b.decode if r.mamba_used is not None])
     if mamba:
-        pools["mamba"] = mamba["size"]
+        pools["mamba"] = round(mamba["size"])  # a whole number of request states
     f.put("capacity_requests_by_pool", pools)
     limiting = min(pools, key=pools.get) if pools else None
     f.put("capacity_limiting_pool", limiting)
     cap_reqs = f.set("capacity_requests", pools[limiting] if limiting else None,
-                     "needs the KV capacity (start-up line, KV Cache is allocated line, or #token with token usage) "
-                     "and Decode lines with #token" if not mean_tpr else
-                     "the running requests hold no KV tokens in the Decode lines" if mean_tpr == 0 and cap_tokens
-                     else f.na.get("capacity_tokens", "no capacity"))
+                     "the log has neither the KV capacity nor Decode lines with #token" if cap_tokens is None
+                     and mean_tpr is None else
+                     f"the KV capacity is n/a: {f.na['capacity_tokens']}" if cap_tokens is None else
+                     "no Decode line with #token and running requests" if mean_tpr is None else
+                     "the running requests hold no KV tokens in the Decode lines")
     f.set("safety_factor", SAFETY_FACTOR)
     few = (f"fewer than {1 / SAFETY_FACTOR:.2f} requests fit at the observed footprint: no whole request is left at "
            f"the {SAFETY_FACTOR:g} safety factor")
+    no_reqs = "the capacity in requests is n/a"
     safe = f.set("safe_ceiling_requests", math.floor(cap_reqs * SAFETY_FACTOR) if cap_reqs is not None else None,
-                 f.na.get("capacity_requests") or few)
+                 no_reqs if cap_reqs is None else few)
     offline = None
     if safe:
         offline = [max(1, math.floor(cap_reqs * OFFLINE_RANGE[0])), min(safe, math.floor(cap_reqs * OFFLINE_RANGE[1]))]
-    offline = f.set("recommended_max_running_requests_offline", offline,
-                    f.na.get("safe_ceiling_requests") or few)
+    offline = f.set("recommended_max_running_requests_offline", offline, no_reqs if cap_reqs is None else few)
     ceiling = f.set("max_running_requests", b.ceiling,
                     "the log has neither the start-up capacity line nor server_args")
     f.set("decode_batch_p99", decode_p99, "no Decode lines")

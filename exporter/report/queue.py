@@ -145,6 +145,8 @@ def section(b: Basis) -> dict:
         v = verdict("unknown", f"No queue wait to derive: {no_admit}.")
     elif not admitted:
         v = verdict("unknown", "No requests were admitted in the log: no queue wait to derive.")
+    elif growth is None:
+        v = verdict("unknown", f"No queue wait to derive: {no_q}.")
     elif not steady:
         v = verdict("not_steady", f"The queue grew from {q_start} to {q_end} requests during the log: not a steady "
                     f"state, so the Little's-law mean ({num(little, 2, ' s')}) is not a wait time: arrivals exceed "

@@ -85,7 +85,7 @@ def section(b: Basis, window: float) -> dict:
     f.set("decode_log_interval", b.interval)
     f.put("decode_log_interval_source", b.interval_source)
     share = f.set("share_of_batches", ratio(events, batches),
-                  "no batch lines: nothing to take a share of" if not batches else
+                  "no batch lines in the log" if not batches else
                   f"more retraction events ({events}) than batches ({batches}): the batches around them are "
                   "outside this log")
     f.set("rule", RETRACTION_RULE)
@@ -103,8 +103,8 @@ def section(b: Basis, window: float) -> dict:
         v = verdict("none", "No retractions: KV memory never ran out." if b.decode or b.prefill
                     else "No retractions, and no batch lines either.")
     elif share is None:
-        v = verdict("unknown_share", f"{plural(events, 'retraction event')}, but {f.na['share_of_batches']}, so "
-                    "their share of batches (the 5% rule) cannot be given.")
+        v = verdict("unknown_share", f"{plural(events, 'retraction event')}; their share of batches (the 5% rule) "
+                    f"cannot be given: {f.na['share_of_batches']}.")
     elif share > RETRACTION_RULE or over:
         v = verdict("above_rule", f"{pct(share, 2)} of batches were retractions overall, peak {pct(peak, 2)} in a "
                     f"{window:g}-s window ({over} of {plural(len(shares), 'window')} above 5%): the ceiling is too "

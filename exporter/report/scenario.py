@@ -65,12 +65,13 @@ def checklist(b: Basis, window: float, scenario: dict, retractions: dict, kv: di
     growth = (queue["depth_last"] - queue["depth_first"]) if queue["depth_first"] is not None else None
     cap_reqs = kv["capacity_requests"]
     return [
-        {"question": "Online interactive or offline batch?", "answerable": "partly",
-         "answer": f"The log shows {sc['code'].replace('_', '-')} behaviour ({sc['text'].split(':')[0]}). "
-                   "The intent is yours; the log says which regime the load produced."},
+        {"question": "Online interactive or offline batch?", "answerable": "no" if sc["code"] == "unknown" else "partly",
+         "answer": (f"The log cannot say: {sc['text']}" if sc["code"] == "unknown" else
+                    f"The log shows {sc['code'].replace('_', '-')} behaviour ({sc['text'].split(':')[0]}). "
+                    "The intent is yours; the log says which regime the load produced.")},
         {"question": "Which latency matters: TTFT (chat) or TPOT (long generation)?", "answerable": "partly",
          "answer": ("The choice is yours. Measured: mean decode step " + num(step * 1000, 1, " ms")
-                    + (f" (about the TPOT of a running request)" if tpot == step else
+                    + (" (about the TPOT of a running request)" if tpot == step else
                        f", {num(tpot * 1000, 1, ' ms')} per output token with speculative decoding")
                     if step is not None else
                     "The choice is yours. Decode step time: " + _fig(queue, "decode_step_seconds"))
@@ -82,8 +83,9 @@ def checklist(b: Basis, window: float, scenario: dict, retractions: dict, kv: di
                     f"p90 {num(dout['p90'])}, max {num(dout['max'])} "
                     f"(CV {num(coefficient_of_variation(lens_out), 2)}); n={din['count']}."
                     if lens_in else
-                    "Not in the scheduler log: enable --enable-request-time-stats-logging or --log-requests. "
-                    f"Proxy: KV tokens per running request p50 {num(per_line['p50'])}, p90 {num(per_line['p90'])}.")},
+                    "Not in the scheduler log: enable --enable-request-time-stats-logging or --log-requests."
+                    + (f" Proxy: KV tokens per running request p50 {num(per_line['p50'])}, p90 {num(per_line['p90'])}."
+                       if per_line["count"] else ""))},
         {"question": "How many requests' KV cache fit in GPU memory?",
          "answerable": "yes" if cap_reqs is not None else "no",
          "answer": (f"About {num(cap_reqs)}"

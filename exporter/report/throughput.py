@@ -63,7 +63,7 @@ def section(b: Basis) -> dict:
                   f"({num(recomputed)} tokens) exceeds the work the log shows ({num(computed)} tokens)")
     useful = f.set("useful_tokens", computed - recomputed, before_log)
     rshare = f.set("recompute_share", ratio(recomputed, computed),
-                   "nothing computed in the log (no Prefill/Decode lines)" if not computed else before_log)
+                   "nothing computed in the log: no Prefill/Decode lines" if not computed else before_log)
     f.set("cache_hit_ratio", ratio(p_cached, p_cached + p_comp),
           "no Prefill lines" if not b.prefill else "the Prefill lines computed no prompt tokens")
     why = seconds_reason(b)

@@ -6,7 +6,7 @@ counter follows the same rules as the metrics. When those modules move, this fil
 
 from __future__ import annotations
 
-from ..events import (  # noqa: F401 - re-exported for the report's modules
+from ..events import (
     KINDS,
     Capacity,
     DecodeBatch,
@@ -16,6 +16,9 @@ from ..events import (  # noqa: F401 - re-exported for the report's modules
     Retraction,
     ServerArgs,
 )
-from ..parser import Malformed, parse_line  # noqa: F401
-from ..pipeline import KIND_OF  # noqa: F401
-from ..state import SchedulerStates  # noqa: F401
+from ..parser import Malformed, parse_line
+from ..pipeline import KIND_OF
+from ..state import SchedulerStates
+
+__all__ = ["KINDS", "KIND_OF", "Capacity", "DecodeBatch", "Malformed", "PrefillBatch", "ReqTimeStats",
+           "RetractAbort", "Retraction", "SchedulerStates", "ServerArgs", "parse_line"]
