@@ -20,26 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.report import Recorder, analyse, read_logs
 from exporter.report.domains import COUNT, SHARE, UNEXPECTED, Domain, Figures, Range, violations as spec_violations
 from exporter.report.schema import FIGURE_SECTIONS, TOP_KEYS, enforce, jsonable, violations
 from exporter.report.text import text
 
 from conftest import CORPUS, ROOT, corpus_files
-
-
-def report_lines(lines: list[str], **kw) -> dict:
-    rec = Recorder(kw.pop("decode_log_interval", 40), kw.pop("chunked_prefill_size", None))
-    for line in lines:
-        rec.feed_line(line)
-    rec.finish_input()
-    return analyse(rec, [], enforce_domains=False, **kw)
-
-
-def report_files(*paths, **kw) -> dict:
-    rec = Recorder()
-    inputs = read_logs([str(p) for p in paths], rec, progress=False)
-    return analyse(rec, inputs, enforce_domains=False, **kw)
+from report_support import report_files, report_lines
 
 
 def missing_reasons(doc: dict) -> list[str]:

@@ -11,29 +11,18 @@ import sys
 import pytest
 
 from exporter import cli
-from exporter.report import Recorder, analyse, compare, read_logs
+from exporter.report import compare
 from exporter.report.text import text
 from exporter.status import ExitStatus
 
 from conftest import CORPUS, corpus_files
+from report_support import report_files as from_files
+from report_support import report_lines as from_lines
 
 STORM = CORPUS / "008-retraction-storm-tokens-gained-uvicorn.log"
 STARTUP = CORPUS / "009-startup-cudagraph-tqdm-warmup-no-rank-tag.log"
 PD_DECODE = CORPUS / "028-pd-decode-prealloc-transfer-retracted-fields.log"
 ACCESS_LOG = CORPUS / "042-access-log-only-no-decode-lines.log"
-
-
-def from_lines(lines: list[str], tmp_path=None, chunked_prefill_size=None, **kw) -> dict:
-    rec = Recorder(chunked_prefill_size=chunked_prefill_size)
-    for line in lines:
-        rec.feed_line(line)
-    rec.finish_input()
-    return analyse(rec, [], enforce_domains=False, **kw)
-
-
-def from_files(*paths, **kw) -> dict:
-    rec = Recorder()
-    return analyse(rec, read_logs([str(p) for p in paths], rec, progress=False), **kw)
 
 
 def decode(t: str, running: int, tokens: int, usage: str, gen: str = "100.00", queue: int = 0, extra: str = "") -> str:
