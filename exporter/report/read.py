@@ -83,13 +83,19 @@ class RetractionRow(NamedTuple):
     new_tokens_gained: int | None
 
 
-@dataclass
+@dataclass(slots=True)
 class ReplicaSamples:
-    """Per-line samples of one replica (``Origin.replica``) of one scheduler, in log order."""
+    """Per-line samples of one replica (``Origin.replica``) of one scheduler, in log order.
+
+    ``idle``: a Prefill line with ``#running-req: 0`` came after the latest Decode line;
+    ``last_decode_t``: that line's time (``False`` before the first Decode line).
+    """
 
     decode: list[DecodeRow] = field(default_factory=list)
     prefill: list[PrefillRow] = field(default_factory=list)
     retractions: list[RetractionRow] = field(default_factory=list)
+    idle: bool = False
+    last_decode_t: float | None | bool = False
 
 
 def _share(x: float | None) -> float | None:
@@ -125,24 +131,18 @@ class Recorder:
         self.usage_rejected = 0  # usage ratios above 1 on stats lines, not used as samples
         self.max_tp_tag = -1
         self.unestimated: Counter[tuple[str, str]] = Counter()  # per (dp, replica); replica-max later
-        self.time_of_day_only = False
         self.timestamped_lines = 0
-        self.first_time: float | None = None  # any time-stamped line (dated lines win over time-only)
-        self.last_time: float | None = None
         self.sched_first: float | None = None  # scheduler lines only
         self.sched_last: float | None = None
         self._dated: list[float | None] = [None, None]
         self._tod: list[float | None] = [None, None]
         self._tod_offset = 0.0
         self._tod_last: float | None = None
-        self._idle_mark: dict[tuple[str, str], bool] = {}
-        self._last_decode_t: dict[tuple[str, str], float | None] = {}
 
     # -- time ------------------------------------------------------------------------------------
 
     def _unwrap(self, t: float) -> float:
         """Seconds of the day of time-only stamps, unwrapped across midnight (in file order)."""
-        self.time_of_day_only = True
         if self._tod_last is not None and t + self._tod_offset < self._tod_last - 43200:
             self._tod_offset += 86400
         t += self._tod_offset
@@ -150,26 +150,44 @@ class Recorder:
         return t
 
     def _note_time(self, t: float, tod: bool) -> float:
+        """Count a time-stamped line and widen the span; returns ``t`` (unwrapped when time-only)."""
         self.timestamped_lines += 1
         if tod:
             t = self._unwrap(t)
         span = self._tod if tod else self._dated
-        if span[0] is None or t < span[0]:
+        if span[0] is None:
+            span[0] = span[1] = t
+        elif t < span[0]:
             span[0] = t
-        if span[1] is None or t > span[1]:
+        elif t > span[1]:
             span[1] = t
-        self.first_time, self.last_time = (self._dated if self._dated[0] is not None else self._tod)
-        self.time_of_day_only = self._dated[0] is None and self._tod[0] is not None
         return t
+
+    @property
+    def time_of_day_only(self) -> bool:
+        """True when the only time stamps are time-only ones (``[HH:MM:SS``)."""
+        return self._dated[0] is None and self._tod[0] is not None
+
+    @property
+    def first_time(self) -> float | None:
+        """The earliest time stamp of any line (dated lines win over time-only ones)."""
+        return (self._dated if self._dated[0] is not None else self._tod)[0]
+
+    @property
+    def last_time(self) -> float | None:
+        """The latest time stamp of any line (dated lines win over time-only ones)."""
+        return (self._dated if self._dated[0] is not None else self._tod)[1]
 
     def _event_time(self, origin) -> float | None:
         t = origin.log_time
         if t is None:
             return None
         t = self._note_time(t, origin.time_of_day_only)
-        if self.sched_first is None or t < self.sched_first:
+        if self.sched_first is None:
+            self.sched_first = self.sched_last = t
+        elif t < self.sched_first:
             self.sched_first = t
-        if self.sched_last is None or t > self.sched_last:
+        elif t > self.sched_last:
             self.sched_last = t
         return t
 
@@ -223,10 +241,11 @@ class Recorder:
             kv = _share(ev.kv.max_device_ratio)
             if kv is None and ev.kv.max_device_ratio is not None:
                 self.usage_rejected += 1
-            self._replica(origin).prefill.append(
-                PrefillRow(t, ev.new_seq, ev.new_token, ev.cached_token, ev.queue_req, kv, ev.running_req))
+            samples = self._replica(origin)
+            samples.prefill.append(PrefillRow(t, ev.new_seq, ev.new_token, ev.cached_token, ev.queue_req, kv,
+                                              ev.running_req))
             if ev.running_req == 0:
-                self._idle_mark[(origin.dp_rank, origin.replica)] = True
+                samples.idle = True
         elif kind is Retraction:
             sched = self.states.schedulers.get(origin.dp_rank)
             if ev.new_tokens_gained is None and (sched is None or sched.mean_tokens_per_running_req is None):
@@ -245,31 +264,42 @@ class Recorder:
 
     def _decode(self, ev: DecodeBatch, line: str, t: float | None) -> None:
         origin = ev.origin
-        key = (origin.dp_rank, origin.replica)
-        pools = ev.kv.pools
-        ratios = {}
-        for name in ("kv", "full", "gpu", "swa", "mamba"):
-            if name in pools:
-                ratios[name] = _share(pools[name])
-                if ratios[name] is None:
+        kvu = ev.kv
+        pools = kvu.pools
+        if len(pools) == 1 and "kv" in pools:  # the common line: one plain pool
+            main = kv = pools["kv"]
+            swa_ratio = mamba_ratio = swa_used = mamba_used = None
+        else:
+            main = next((pools[p] for p in ("kv", "full", "gpu") if p in pools), None)
+            kv = kvu.max_device_ratio
+            swa_ratio, mamba_ratio = pools.get("swa"), pools.get("mamba")
+            m = MAMBA_NUM.search(line) if mamba_ratio is not None else None
+            mamba_used = int(m.group(1)) if m else None
+            m = SWA_TOKENS.search(line) if swa_ratio is not None else None
+            swa_used = int(m.group(1)) if m else None
+            for name in ("swa", "mamba", "full", "gpu"):  # a ratio above 1 is damage: not a sample
+                if pools.get(name, 0.0) > 1.0:
                     self.usage_rejected += 1
-        main = next((ratios[p] for p in ("kv", "full", "gpu") if p in pools), None)
-        kv = _share(ev.kv.max_device_ratio)
-        prealloc = _share(ev.preallocated_usage)
-        if prealloc is None and ev.preallocated_usage is not None:
+            swa_ratio, mamba_ratio = _share(swa_ratio), _share(mamba_ratio)
+        if main is not None and main > 1.0:
+            main = None
             self.usage_rejected += 1
-        mamba = MAMBA_NUM.search(line) if "mamba" in pools else None
-        swa = SWA_TOKENS.search(line) if "swa" in pools else None
-        prev_t = self._last_decode_t.get(key, False)
-        after_idle = (prev_t is False or self._idle_mark.get(key, False)
+        kv = _share(kv)
+        prealloc = ev.preallocated_usage
+        if prealloc is not None and prealloc > 1.0:
+            prealloc = None
+            self.usage_rejected += 1
+        samples = self._replica(origin)
+        prev_t = samples.last_decode_t
+        after_idle = (prev_t is False or samples.idle
                       or (t is not None and prev_t is not None and t - prev_t > QUEUE_SAMPLE_MAX_GAP_SECONDS))
-        self._idle_mark[key] = False
-        self._last_decode_t[key] = t
-        self._replica(origin).decode.append(DecodeRow(
-            t, ev.running_req, ev.queue_req, kv, ev.kv.used_tokens, main, ev.gen_throughput, ev.accept_len,
-            prealloc, int(swa.group(1)) if swa else None, ratios.get("swa"),
-            int(mamba.group(1)) if mamba else None, ratios.get("mamba"), after_idle,
-            ev.preallocated_usage is not None or "prealloc" in ev.pd_queues or "transfer" in ev.pd_queues))
+        samples.idle = False
+        samples.last_decode_t = t
+        pd = ev.pd_queues
+        samples.decode.append(DecodeRow(
+            t, ev.running_req, ev.queue_req, kv, kvu.used_tokens, main, ev.gen_throughput, ev.accept_len,
+            prealloc, swa_used, swa_ratio, mamba_used, mamba_ratio, after_idle,
+            ev.preallocated_usage is not None or (bool(pd) and ("prealloc" in pd or "transfer" in pd))))
 
     @property
     def unestimated_retractions(self) -> int:
