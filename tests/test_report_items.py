@@ -111,6 +111,13 @@ def test_idle_gaps_are_not_decode_time():
              decode("12:00:42", 20, 2000, "0.10", "2000.00")]
     q = from_lines(lines)["queue_latency"]
     assert q["decode_step_seconds"] == pytest.approx(0.010) and q["decode_step_lines"] == 2
+    # A PD decode server prints no Prefill line to show a pause: an interval more than 10 times the
+    # median one (20 / 19.5 tokens/s: 1.03 s a step against 10 ms) held idle time and is left out.
+    lines = [decode(f"12:00:0{i}", 20, 2000, "0.10", gen) for i, gen in enumerate(
+        ("2000.00", "2000.00", "2000.00", "19.50", "2000.00"))]
+    q = from_lines(lines)["queue_latency"]
+    assert q["decode_step_seconds"] == pytest.approx(0.010) and q["decode_step_lines"] == 3
+    assert q["decode_step_seconds_per_line"]["max"] == pytest.approx(0.010)
 
 
 def test_pd_decode_log_decode_step_is_from_its_gen_throughput():

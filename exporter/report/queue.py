@@ -7,8 +7,9 @@ exporter) / active seconds; ``admitted_requests``: sum of ``#new-seq`` less cont
 admitted; ``arrival_rate_per_second`` = (admitted + queue growth - retracted requests) / active
 seconds; ``decode_step_seconds``: the mean time of one decode forward step, from SGLang's own ``gen
 throughput`` (tokens since the previous Decode line / wall time since then, so ``#running-req`` x
-``accept len`` / gen throughput per step), over the Decode lines whose interval held no idle time;
-from the lines' time stamps when no line prints gen throughput. All estimates except the
+``accept len`` / gen throughput per step), over the Decode lines whose interval held no idle time
+(:func:`decode_step`), with its per-line percentiles; from the lines' time stamps when no line
+prints gen throughput. All estimates except the
 per-request percentiles (``ReqTimeStats`` and ``Finish`` records: exact).
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 from .basis import Basis
 from .domains import AMOUNT, COUNT, FLAG, LABEL, REASONS, VERDICT, Dist, Figures, verdict
 from .fmt import num
-from .stats import distribution, ratio
+from .stats import distribution, percentile, ratio
 from .throughput import seconds_reason
 
 LATENCY_POINTS = (50, 95, 99, 99.9)
@@ -35,6 +36,7 @@ DOMAINS = {
     "arrival_rate_per_second": AMOUNT,
     "admission_rate_per_second": AMOUNT,
     "decode_step_seconds": AMOUNT,
+    "decode_step_seconds_per_line": Dist(AMOUNT),
     "decode_step_source": LABEL,
     "decode_step_lines": COUNT,
     "time_per_output_token_seconds": AMOUNT,
@@ -47,40 +49,53 @@ DOMAINS = {
 }
 
 
-def decode_step(b: Basis) -> tuple[float | None, float | None, str | None, int, str]:
-    """(seconds per decode step, seconds per output token, source, lines used, reason when n/a).
+#: A Decode line whose interval took more than this many times the median one held idle time (a
+#: pause without a Prefill line to show it, as on a PD decode server): SGLang's gen throughput
+#: counts the silence. Prefill interruptions lengthen an interval far less.
+IDLE_INTERVAL_FACTOR = 10.0
 
-    Lines whose interval may hold idle time (``DecodeRow.after_idle``) are left out: their gen
-    throughput and their time stamps both count the silence as if it were decoding.
+
+def decode_step(b: Basis) -> tuple[float | None, float | None, list[float], str | None, int, str]:
+    """(seconds per decode step, seconds per output token, per-line step times, source, lines used,
+    reason when n/a).
+
+    Lines whose interval may hold idle time are left out: those marked ``DecodeRow.after_idle``, and
+    with gen throughput those whose step time exceeds :data:`IDLE_INTERVAL_FACTOR` x the median one.
+    Their gen throughput and their time stamps both count the silence as if it were decoding.
     """
     kept = [r for rows in b.decode_by_sched.values() for r in rows if not r.after_idle]
-    timed = [r for r in kept if r.gen_throughput and r.running > 0]
+    timed = [(r.running * (r.accept_len or 1.0) / r.gen_throughput, r.running / r.gen_throughput)
+             for r in kept if r.gen_throughput and r.running > 0]
     if timed:
-        step = sum(r.running * (r.accept_len or 1.0) / r.gen_throughput for r in timed) / len(timed)
-        tpot = sum(r.running / r.gen_throughput for r in timed) / len(timed)
-        return step, tpot, "gen throughput", len(timed), ""
+        median = percentile(sorted(s for s, _ in timed), 50)
+        timed = [(s, o) for s, o in timed if s <= IDLE_INTERVAL_FACTOR * median]
+        steps = [s for s, _ in timed]
+        return (sum(steps) / len(steps), sum(o for _, o in timed) / len(timed), steps, "gen throughput",
+                len(timed), "")
     if not b.decode:
-        return None, None, None, 0, "no Decode lines"
+        return None, None, [], None, 0, "no Decode lines"
     if not kept:
-        return None, None, None, 0, ("every Decode line starts the log or follows an idle period: none times "
-                                     "decode steps alone")
-    dt, steps, n, accept = 0.0, 0, 0, []
+        return None, None, [], None, 0, ("every Decode line starts the log or follows an idle period: none times "
+                                         "decode steps alone")
+    dt, steps, n, accept, per_line = 0.0, 0, 0, [], []
     for rows in b.decode_by_sched.values():
         prev = None
         for r in rows:
             if r.t is not None and prev is not None and not r.after_idle and r.t >= prev:
                 dt += r.t - prev
+                per_line.append((r.t - prev) / b.interval)
                 steps += b.interval
                 n += 1
                 accept.append(r.accept_len or 1.0)
             if r.t is not None:
                 prev = r.t
     if not n:
-        return None, None, None, 0, "the Decode lines print neither gen throughput nor time stamps"
+        return None, None, [], None, 0, "the Decode lines print neither gen throughput nor time stamps"
     if dt <= 0:
-        return None, None, None, n, "the timed Decode lines lie within one second (1-s time stamps cannot time them)"
+        return (None, None, per_line, None, n,
+                "the timed Decode lines lie within one second (1-s time stamps cannot time them)")
     step = dt / steps
-    return step, step / (sum(accept) / len(accept)), "time stamps", n, ""
+    return step, step / (sum(accept) / len(accept)), per_line, "time stamps", n, ""
 
 
 def section(b: Basis) -> dict:
@@ -129,8 +144,9 @@ def section(b: Basis) -> dict:
               f"({growth:+d}): the log starts or ends in the middle of their story")
     f.set("admission_rate_per_second", ratio(admitted, b.active_seconds) if not (no_admit or why_t) else None,
           no_admit or why_t)
-    step, tpot, source, n, why = decode_step(b)
+    step, tpot, per_line, source, n, why = decode_step(b)
     f.set("decode_step_seconds", step, why)
+    f.put("decode_step_seconds_per_line", distribution(per_line))
     f.put("decode_step_source", source)
     f.set("decode_step_lines", n)
     f.set("time_per_output_token_seconds", tpot, why)

@@ -157,7 +157,9 @@ def _queue(q: dict) -> list[tuple[str, str]]:
                 if q["admitted_requests"] is not None else fig(q, "admitted_requests"))
     step = fig(q, "decode_step_seconds", 1, " ms", 1000)
     if q["decode_step_seconds"] is not None:
-        step += f" per step (from {q['decode_step_source']}, {plural(q['decode_step_lines'], 'Decode line')})"
+        per = q["decode_step_seconds_per_line"]
+        step += (f" per step (from {q['decode_step_source']}, {plural(q['decode_step_lines'], 'Decode line')}; "
+                 f"p50 {num(per['p50'] * 1000, 1)} ms, p90 {num(per['p90'] * 1000, 1)} ms)")
         if q["time_per_output_token_seconds"] != q["decode_step_seconds"]:
             step += f"; {fig(q, 'time_per_output_token_seconds', 1, ' ms', 1000)} per output token"
     return [
