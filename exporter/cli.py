@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.registry import Collector
 
 from .collector import ExporterCollector, GuardedCollectors, SchedulerCollector
 from .demo import Replayer, sample_log_path
@@ -34,8 +35,9 @@ PROG = "sglang-exporter"
 
 
 def build_registry(pipeline: Pipeline, idle_after: float | None,
-                   gpu: GpuCollector | None = None) -> CollectorRegistry:
-    """A private registry with the scheduler and exporter collectors (and ``gpu`` if given), each guarded.
+                   gpu: GpuCollector | None = None, fpm: Collector | None = None) -> CollectorRegistry:
+    """A private registry with the scheduler and exporter collectors (and ``gpu``, ``fpm`` if given),
+    each guarded.
 
     The collectors do not describe their families, so the registry is told to collect them for a
     restricted scrape too (``/metrics?name[]=...``): the filter then keeps the samples named.
@@ -44,7 +46,7 @@ def build_registry(pipeline: Pipeline, idle_after: float | None,
     registry.register(GuardedCollectors([
         ("scheduler", SchedulerCollector(pipeline, idle_after)),
         ("exporter", ExporterCollector(pipeline)),
-    ] + ([("gpu", gpu)] if gpu is not None else [])))
+    ] + ([("gpu", gpu)] if gpu is not None else []) + ([("fpm", fpm)] if fpm is not None else [])))
     return registry
 
 
@@ -119,10 +121,23 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
                            max_line_bytes=settings.log.max_line_bytes, rotate_wait=settings.log.rotate_wait)
     follower = Follower(sources, settings.log.poll_interval, settings.log.watch_mode, pipeline=pipeline)
     path = ", ".join(paths)
+    # SGLang's per-forward-pass stream is live, so it is followed only here (never in one-shot mode).
+    fpm = None
+    if settings.fpm.endpoint_list:
+        import zmq
+
+        from .sources.fpm import make_source  # zmq and msgspec are imported only when the stream is asked for
+
+        try:
+            fpm = make_source(settings.fpm)
+        except zmq.ZMQError as exc:
+            return _usage_error(f"setting fpm.endpoints (--fpm.endpoints, SGLANG_EXPORTER_FPM__ENDPOINTS): "
+                                f"ZeroMQ refuses it: {exc}")
     # NVML describes this machine now, so it runs only here, never in one-shot mode (a recorded log).
     gpu_poller = make_poller(settings.gpu) if settings.gpu.enabled else None
     registry = build_registry(pipeline, settings.sglang.idle_after,
-                              GpuCollector(gpu_poller) if gpu_poller is not None else None)
+                              GpuCollector(gpu_poller) if gpu_poller is not None else None,
+                              fpm.collector if fpm is not None else None)
     host, port = parse_listen_address(settings.web.listen_address)
 
     def health() -> tuple[bool, str]:
@@ -140,6 +155,8 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
         server.start()
     except OSError as exc:
         follower.stop()
+        if fpm is not None:
+            fpm.stop()
         print(f"{PROG}: error: cannot listen on {settings.web.listen_address} (--web.listen-address): "
               f"{exc.strerror or exc}", file=sys.stderr)
         return ExitStatus.RUNTIME
@@ -147,11 +164,15 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
         signal.signal(sig, lambda *_: stop.set())
     if gpu_poller is not None:
         gpu_poller.start()
+    if fpm is not None:
+        fpm.start()
     if replayer is not None:
         replayer.start()
     shown = host if host else "0.0.0.0"
     log.info("serving metrics on http://%s:%d%s, following %s", shown if ":" not in shown else f"[{shown}]",
              server.port, settings.web.telemetry_path, path)
+    if fpm is not None:
+        log.info("subscribed to SGLang's forward-pass metrics at %s", ", ".join(settings.fpm.endpoint_list))
     try:
         while not stop.wait(3600):
             pass
@@ -162,6 +183,8 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
         follower.stop()
         if gpu_poller is not None:
             gpu_poller.stop()
+        if fpm is not None:
+            fpm.stop()
         server.stop()
         if tmpdir is not None:
             tmpdir.cleanup()

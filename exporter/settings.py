@@ -43,6 +43,7 @@ from .limits import (
     DEFAULT_MAX_LINE_BYTES,
     MAX_LINE_BYTES_MAX,
     MAX_LINE_BYTES_MIN,
+    MAX_SCHEDULERS,
 )
 from .paths import directory_problem
 
@@ -240,6 +241,81 @@ class GpuSettings(BaseModel):
         return value
 
 
+class FpmSettings(BaseModel):
+    """``--fpm.*``: SGLang's per-forward-pass stream (``sglang_scheduler_forward_pass*``). Not used in
+    --one-shot mode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoints: str | None = Field(
+        None, description="ZeroMQ endpoints of SGLang's forward-pass metrics publishers (SGLang run with "
+        "--enable-forward-pass-metrics), one per DP rank, separated by commas or given by repeating the "
+        "flag: 'ipc:///run/sglang-fpm/fpm.0' (SGLang appends .<dp_rank> to --forward-pass-metrics-ipc-name) "
+        "or 'tcp://127.0.0.1:20380'. Connected lazily: the server need not be up yet. Default: off.")
+    timeout: float = Field(
+        5.0, gt=0, le=3600, description="Seconds without a forward pass or heartbeat (SGLang sends one "
+        "every second while idle) after which an endpoint is down (sglang_exporter_fpm_up 0) and its "
+        "scheduler's queue gauges are withheld.")
+
+    @property
+    def endpoint_list(self) -> list[str]:
+        """The endpoints of ``endpoints``, split at commas (empty without one)."""
+        return [e.strip() for e in self.endpoints.split(",")] if self.endpoints else []
+
+    @field_validator("endpoints", mode="before")
+    @classmethod
+    def _join_endpoints(cls, value: Any) -> Any:
+        # A TOML array of endpoints is kept as one comma-separated string, like the flag and the variable.
+        if isinstance(value, (list, tuple)) and all(isinstance(e, str) for e in value):
+            return ",".join(value)
+        return value
+
+    @field_validator("endpoints")
+    @classmethod
+    def _check_endpoints(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        seen: set[str] = set()
+        for e in (e.strip() for e in value.split(",")):
+            parse_zmq_endpoint(e)
+            if e in seen:
+                raise ValueError(f"{e!r} is given twice")
+            seen.add(e)
+        if len(seen) > MAX_SCHEDULERS:
+            raise ValueError(f"at most {MAX_SCHEDULERS} endpoints (one per DP rank), got {len(seen)}")
+        return value
+
+
+def parse_zmq_endpoint(value: str) -> tuple[str, str]:
+    """Check one ZeroMQ endpoint the exporter can connect to and split it into transport and address.
+
+    Returns:
+        ``("ipc", path)`` (``@name`` is Linux's abstract namespace) or ``("tcp", "host:port")``.
+
+    Raises:
+        ValueError: empty, another transport, an empty or NUL-carrying ipc path, or a tcp address that
+            is not HOST:PORT with a host (no ``*``: the exporter connects, SGLang binds) and a port
+            1..65535.
+    """
+    if not value:
+        raise ValueError("an empty endpoint was given (check for a stray comma)")
+    transport, sep, address = value.partition("://")
+    if not sep or transport not in ("ipc", "tcp"):
+        raise ValueError(f"endpoints look like ipc:///path/fpm.0 or tcp://127.0.0.1:20380, got {value[:80]!r}")
+    if transport == "ipc":
+        if not address or "\0" in address:
+            raise ValueError(f"an ipc:// endpoint needs a socket path, got {value[:80]!r}")
+        return transport, address
+    try:
+        host, port = parse_listen_address(address)
+    except ValueError as exc:
+        raise ValueError(f"{value[:80]!r}: {exc}") from None
+    if not host or port == 0:
+        raise ValueError(f"a tcp:// endpoint needs a host and a port 1..65535 (the exporter connects), "
+                         f"got {value[:80]!r}")
+    return transport, address
+
+
 def parse_uuid_list(text: str) -> list[str]:
     """Split a GPU UUID list (commas, whitespace, newlines; ``#`` starts a comment) into UUIDs.
 
@@ -292,6 +368,7 @@ class Settings(BaseSettings):
     web: WebSettings = WebSettings()
     sglang: SglangSettings = SglangSettings()
     gpu: GpuSettings = GpuSettings()
+    fpm: FpmSettings = FpmSettings()
     one_shot: CliImplicitFlag[bool] = Field(
         False, description="Read --log.path from its beginning to its end, print every metric in the "
         "Prometheus text format to stdout and exit 0. No HTTP server, and no GPU metrics (NVML describes this "
@@ -462,6 +539,7 @@ def load_settings(argv: list[str] | None = None) -> Settings:
     pre.add_argument("--config.file", dest="config_file")
     known, _ = pre.parse_known_args(args)
     args = _join_repeated(args, "--log.path")
+    args = _join_repeated(args, "--fpm.endpoints")
     config_file = known.config_file or os.environ.get(ENV_PREFIX + "CONFIG__FILE")
     _CONFIG_FILE = Path(config_file) if config_file else None
     try:

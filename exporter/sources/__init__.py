@@ -1,0 +1,6 @@
+"""Sources of SGLang's signals, one package per source, each the same shape.
+
+``read -> parse into typed events -> hand them to the scheduler state through one small interface ->
+keep its own statistics, read by its collector``. Each package names its inputs (log line, message
+field, SGLang version) in its docstrings and documents its metrics in ``docs/``.
+"""

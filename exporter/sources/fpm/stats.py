@@ -1,0 +1,252 @@
+"""The stream's own statistics: per endpoint (messages, sequence, schema) and per scheduler (dp_rank).
+
+:class:`FpmStats` is the one interface the subscriber hands decoded messages to
+(:meth:`FpmStats.apply`); the collector reads it under :attr:`FpmStats.lock`. No Prometheus and no
+ZeroMQ imports here. Every count is the exporter's own, cumulative since it started: a publisher
+that restarts (its sequence starts again at 0) never makes a counter go down.
+
+Sequence rule (per endpoint, one publisher each): a number above the previous one plus one means
+the messages between were lost (the publisher's or the exporter's ZeroMQ queue was full, or a
+slow subscriber); a number at or below the previous one is a restart of the publisher, not a loss.
+Messages a publisher sent before the exporter (re)connected are neither: ZeroMQ's PUB socket drops
+them while nobody subscribes, and the counts start at the connection.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from bisect import bisect_left
+from dataclasses import dataclass, field
+
+from ...limits import MAX_SCHEDULERS
+from .decode import HEARTBEAT, INVALID, PASS, ForwardPassMetrics, QueuedRequestMetrics, Schema, classify
+
+#: Message results counted per endpoint, in exposition order (``sglang_exporter_fpm_messages_total``).
+RESULTS = ("ok", "heartbeat", "undecodable", "invalid", "lost")
+#: Pass modes (``sglang_scheduler_forward_passes_total{mode}``), SGLang's ForwardMode EXTEND, DECODE,
+#: MIXED (a chunked prefill with decode requests) and IDLE (a DP-attention rank with no request).
+MODES = ("prefill", "decode", "mixed", "idle")
+#: A forward jump of the sequence larger than this is a new publisher, not lost messages (10 million
+#: is almost 3 hours at 1,000 passes per second; only a restart or damage jumps that far).
+MAX_SEQUENCE_GAP = 10_000_000
+
+
+def relative_bounds(top: int, rel: float = 0.05) -> tuple[int, ...]:
+    """Integer bucket bounds ``1, 2, 3, ...`` up to the first bound at or above ``top``.
+
+    Each bucket ``(L, U]`` is ``max(1, floor(rel * (L + 1)))`` wide. For integer observations every
+    value in it is at least ``L + 1``, and Prometheus' ``histogram_quantile`` interpolates inside
+    ``(L, U]``, so its answer is off by less than the width: within ``max(1, rel x the exact
+    percentile)`` for any distribution of values in ``1..top``.
+    """
+    bounds = [1]
+    while bounds[-1] < top:
+        low = bounds[-1]
+        bounds.append(low + max(1, int(rel * (low + 1))))
+    return tuple(bounds)
+
+
+#: Requests per pass: exact-to-5% up to 1024 (111 bounds, see :func:`relative_bounds`), then coarse
+#: bounds for the rare larger batch.
+REQUESTS_BUCKETS = relative_bounds(1024) + (1536, 2048, 3072, 4096)
+#: Seconds per pass: 1 ms .. 10 s (decode steps are 5-50 ms, long prefills up to seconds).
+SECONDS_BUCKETS = (0.001, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
+                   0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+#: Prompt tokens computed per pass with prefill: powers of two and the halves between.
+PREFILL_TOKENS_BUCKETS = (16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144,
+                          8192, 12288, 16384, 32768, 65536, 131072)
+
+
+_TABLES: dict[tuple[float, ...], list[int]] = {}
+
+
+def _table(bounds: tuple[float, ...]) -> list[int]:
+    """Bucket index of each integer ``0..bounds[-1]``, built once per bounds and shared."""
+    if bounds not in _TABLES:
+        _TABLES[bounds] = [bisect_left(bounds, v) for v in range(int(bounds[-1]) + 1)]
+    return _TABLES[bounds]
+
+
+class Buckets:
+    """Counts of a classic histogram: non-cumulative per bound (``le``), a ``+Inf`` bucket, sum.
+
+    Integer observations up to the last bound take their bucket from a table (no search), which
+    matters at thousands of observations per second.
+
+    Args:
+        bounds: Upper bounds, strictly increasing.
+        table: Build the lookup table for integers ``0..bounds[-1]`` (only for small bounds).
+    """
+
+    __slots__ = ("bounds", "counts", "total", "_table")
+
+    def __init__(self, bounds: tuple[float, ...], table: bool = False):
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+        self._table = _table(bounds) if table else None
+
+    def observe(self, value: float) -> None:
+        """Add one observation; a value equal to a bound falls in that bound's bucket."""
+        t = self._table
+        if t is not None and type(value) is int and 0 <= value < len(t):
+            self.counts[t[value]] += 1
+        else:
+            self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    def cumulative(self) -> list[int]:
+        """Cumulative counts per bound, the ``+Inf`` bucket (the observation count) last."""
+        out, running = [], 0
+        for c in self.counts:
+            running += c
+            out.append(running)
+        return out
+
+
+@dataclass(slots=True)
+class RankStats:
+    """One scheduler's figures from the stream (all exact: one message per forward pass).
+
+    Attributes:
+        passes: Forward passes by mode, in :data:`MODES` order.
+        prefill_requests, decode_requests: Requests per pass, observed when the phase has requests.
+        seconds: ``wall_time`` of every pass.
+        prefill_tokens: Prompt tokens computed per pass with prefill requests.
+        prefill_cached_tokens: Sum of ``sum_prefill_kv_tokens`` (read from the KV cache, not computed).
+        decode_kv_tokens: Sum of ``sum_decode_kv_tokens`` (KV context of the decode requests).
+        queued: ``queued_requests`` of the latest pass; None before the first.
+        last_pass_wall: Wall-clock time the latest pass was received.
+        last_message: Monotonic time of the latest pass or heartbeat.
+    """
+
+    passes: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    prefill_requests: Buckets = field(default_factory=lambda: Buckets(REQUESTS_BUCKETS, table=True))
+    decode_requests: Buckets = field(default_factory=lambda: Buckets(REQUESTS_BUCKETS, table=True))
+    seconds: Buckets = field(default_factory=lambda: Buckets(SECONDS_BUCKETS))
+    prefill_tokens: Buckets = field(default_factory=lambda: Buckets(PREFILL_TOKENS_BUCKETS))
+    prefill_cached_tokens: int = 0
+    decode_kv_tokens: int = 0
+    queued: QueuedRequestMetrics | None = None
+    last_pass_wall: float | None = None
+    last_message: float = 0.0
+
+
+@dataclass(slots=True)
+class EndpointStats:
+    """One endpoint's (one publisher's) message accounting.
+
+    Attributes:
+        endpoint: The ZeroMQ endpoint as configured.
+        results: Messages by result (:data:`RESULTS`); ``lost`` counts missing sequence numbers.
+        restarts: Times the sequence went back (the publisher restarted).
+        last_seq: The latest sequence number received; None before the first message.
+        last_message: Monotonic time of the latest decodable message; None before the first.
+        last_message_wall: Wall-clock time of the same.
+        schema: The fields the publisher sends (sampled); None before the first decodable map.
+    """
+
+    endpoint: str
+    results: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESULTS, 0))
+    restarts: int = 0
+    last_seq: int | None = None
+    last_message: float | None = None
+    last_message_wall: float | None = None
+    schema: Schema | None = None
+
+
+class FpmStats:
+    """Everything the stream told, per endpoint and per dp_rank; the subscriber's only sink.
+
+    Args:
+        endpoints: The configured endpoints, in order; :meth:`apply` takes an index into them.
+        timeout: Seconds without a pass or heartbeat after which an endpoint is down and a
+            scheduler's queue gauges are withheld.
+        max_ranks: Most dp_ranks tracked (each adds about 290 series); messages of further ranks
+            are counted ``invalid``.
+        clock, monotonic: Wall-clock and monotonic time sources, seconds.
+    """
+
+    def __init__(self, endpoints: list[str], timeout: float = 5.0, max_ranks: int = MAX_SCHEDULERS,
+                 clock=time.time, monotonic=time.monotonic):
+        self.lock = threading.Lock()
+        self.endpoints = [EndpointStats(e) for e in endpoints]
+        self.ranks: dict[int, RankStats] = {}
+        self.timeout = timeout
+        self.max_ranks = max_ranks
+        self.clock = clock
+        self.monotonic = monotonic
+
+    def apply(self, index: int, messages: list[tuple[int | None, ForwardPassMetrics | None]],
+              schema: Schema | None = None) -> None:
+        """Account for messages received, in order, from endpoint ``index``.
+
+        Args:
+            index: Position of the endpoint in the configured list.
+            messages: ``(sequence, metrics)`` pairs from :func:`~exporter.sources.fpm.decode.decode_frames`
+                (None for frames or a payload that did not decode).
+            schema: The schema of one of these payloads, when sampled.
+        """
+        now, wall = self.monotonic(), self.clock()
+        with self.lock:
+            ep = self.endpoints[index]
+            res = ep.results
+            if schema is not None:
+                ep.schema = schema
+            ranks = self.ranks
+            for seq, m in messages:
+                if seq is None:
+                    res["undecodable"] += 1
+                    continue
+                last = ep.last_seq
+                if last is not None:
+                    if seq <= last or seq - last > MAX_SEQUENCE_GAP:
+                        ep.restarts += 1
+                    elif seq != last + 1:
+                        res["lost"] += seq - last - 1
+                ep.last_seq = seq
+                if m is None:
+                    res["undecodable"] += 1
+                    continue
+                kind = classify(m)
+                r = ranks.get(m.dp_rank) if kind != INVALID else None
+                if r is None and kind != INVALID:
+                    if len(ranks) >= self.max_ranks:
+                        kind = INVALID
+                    else:
+                        r = ranks[m.dp_rank] = RankStats()
+                res[kind] += 1
+                if kind == INVALID:
+                    continue
+                ep.last_message = r.last_message = now
+                ep.last_message_wall = wall
+                if kind == HEARTBEAT:
+                    continue
+                s = m.scheduled_requests
+                npf, nd = s.num_prefill_requests, s.num_decode_requests
+                r.passes[(0 if not nd else 2) if npf else (1 if nd else 3)] += 1
+                if npf:
+                    r.prefill_requests.observe(npf)
+                    r.prefill_tokens.observe(s.sum_prefill_tokens)
+                    r.prefill_cached_tokens += s.sum_prefill_kv_tokens
+                if nd:
+                    r.decode_requests.observe(nd)
+                    r.decode_kv_tokens += s.sum_decode_kv_tokens
+                r.seconds.observe(m.wall_time)
+                r.queued = m.queued_requests
+                r.last_pass_wall = wall
+
+    def endpoint_up(self, index: int, now: float | None = None) -> bool:
+        """True when endpoint ``index`` sent a pass or heartbeat within the timeout. Call under the lock."""
+        last = self.endpoints[index].last_message
+        now = self.monotonic() if now is None else now
+        return last is not None and now - last <= self.timeout
+
+    def rank_fresh(self, rank: RankStats, now: float) -> bool:
+        """True when the scheduler sent a pass or heartbeat within the timeout. Call under the lock."""
+        return now - rank.last_message <= self.timeout
+
+
+__all__ = ["Buckets", "EndpointStats", "FpmStats", "HEARTBEAT", "MODES", "PASS", "PREFILL_TOKENS_BUCKETS",
+           "REQUESTS_BUCKETS", "RESULTS", "RankStats", "SECONDS_BUCKETS", "relative_bounds"]

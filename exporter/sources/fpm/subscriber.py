@@ -1,0 +1,163 @@
+"""The reading thread: one ZeroMQ SUB socket per configured endpoint, drained in batches.
+
+Data flow::
+
+    SGLang scheduler PUB (one per DP rank) -> SUB socket -> thread "fpm-subscriber"
+      -> decode.decode_frames -> FpmStats.apply (under its lock) -> FpmCollector (at scrape time)
+
+What it keeps to:
+
+* **Lazy connect, endless retry.** ``connect`` returns at once whether or not SGLang is up; ZeroMQ
+  retries in the background every 0.1 s, backing off to 2 s, and reconnects by itself after a
+  server restart (an ``ipc://`` socket file that reappears, a TCP port that listens again).
+* **Never blocks a scrape.** Scrapes read :class:`~exporter.sources.fpm.stats.FpmStats` under its
+  lock, held only while one drained batch is applied.
+* **Bounded memory at any rate.** Each socket queues at most :data:`RCVHWM` messages; beyond that
+  ZeroMQ drops, and the drop shows as ``lost`` through the sequence numbers. One batch is at most
+  :data:`MAX_BATCH` messages.
+* **Cheap at 1,000 passes per second.** After a batch the thread sleeps ``drain_interval`` (50 ms)
+  and lets messages queue, so it wakes about 20 times a second, not once per pass.
+* **Says when it is down.** An endpoint with no pass or heartbeat for ``timeout`` seconds is down
+  (``sglang_exporter_fpm_up`` 0); the first time is a warning naming the fix, later changes info.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import zmq
+
+from .decode import decode_frames, schema_of
+from .stats import FpmStats
+
+log = logging.getLogger(__name__)
+
+#: Messages each SUB socket may queue (about 300 bytes each: a few MB per endpoint at most).
+RCVHWM = 10_000
+#: Most messages taken from one socket per batch (the lock is held while one batch is applied).
+MAX_BATCH = 2_000
+#: ZeroMQ reconnect interval and its back-off ceiling, milliseconds.
+RECONNECT_IVL_MS, RECONNECT_IVL_MAX_MS = 100, 2_000
+#: Seconds between two schema samples of one endpoint.
+SCHEMA_EVERY = 1.0
+
+
+class FpmSubscriber:
+    """Subscribes to SGLang's FPM publishers and feeds :class:`FpmStats`.
+
+    Args:
+        endpoints: ZeroMQ endpoints (``ipc://PATH``, ``tcp://HOST:PORT``), one per DP rank.
+        stats: The sink; its endpoint order is ``endpoints``' order.
+        drain_interval: Seconds the thread sleeps after a batch, letting messages queue.
+
+    Raises:
+        zmq.ZMQError: An endpoint ZeroMQ cannot connect to (malformed address, unknown transport).
+    """
+
+    def __init__(self, endpoints: list[str], stats: FpmStats, drain_interval: float = 0.05):
+        self.stats = stats
+        self.drain_interval = drain_interval
+        self._ctx = zmq.Context()
+        self._sockets: list[zmq.Socket] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._was_up = [False] * len(endpoints)
+        self._warned = [False] * len(endpoints)
+        self._schema_at = [float("-inf")] * len(endpoints)
+        self._started = time.monotonic()
+        try:
+            for endpoint in endpoints:
+                sock = self._ctx.socket(zmq.SUB)
+                self._sockets.append(sock)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.setsockopt(zmq.RCVHWM, RCVHWM)
+                sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_IVL_MS)
+                sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_IVL_MAX_MS)
+                sock.setsockopt(zmq.SUBSCRIBE, b"")
+                sock.connect(endpoint)
+        except zmq.ZMQError:
+            self._close()
+            raise
+
+    def start(self) -> None:
+        """Start the thread ``fpm-subscriber`` (daemon)."""
+        self._started = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="fpm-subscriber", daemon=True)
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        """True while the thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread and close the sockets."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if not self.is_alive():
+            self._close()
+
+    def _close(self) -> None:
+        for sock in self._sockets:
+            sock.close(linger=0)
+        self._ctx.term()
+
+    def _run(self) -> None:
+        poller = zmq.Poller()
+        for sock in self._sockets:
+            poller.register(sock, zmq.POLLIN)
+        poll_ms = int(min(0.25, self.stats.timeout / 4) * 1000) or 1
+        while not self._stop.is_set():
+            try:
+                ready = dict(poller.poll(poll_ms))
+                for index, sock in enumerate(self._sockets):
+                    if sock in ready:
+                        self._drain(index, sock)
+                self._check_up()
+            except Exception:  # a bug here must not end the thread: log it and keep reading
+                log.exception("FPM subscriber: unexpected error; continuing")
+                ready = {}
+                self._stop.wait(1.0)
+            if ready:
+                self._stop.wait(self.drain_interval)
+
+    def _drain(self, index: int, sock: zmq.Socket) -> None:
+        messages = []
+        schema = None
+        for _ in range(MAX_BATCH):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            seq, m = decode_frames(frames)
+            messages.append((seq, m))
+            if m is not None and schema is None:
+                now = time.monotonic()
+                if now - self._schema_at[index] >= SCHEMA_EVERY:
+                    self._schema_at[index] = now
+                    schema = schema_of(frames[2])
+            elif m is None and log.isEnabledFor(logging.DEBUG):
+                log.debug("FPM %s: undecodable message (%d frames, first bytes %r)",
+                          self.stats.endpoints[index].endpoint, len(frames), frames[-1][:32] if frames else b"")
+        if messages:
+            self.stats.apply(index, messages, schema)
+
+    def _check_up(self) -> None:
+        stats = self.stats
+        now = time.monotonic()
+        with stats.lock:
+            states = [stats.endpoint_up(i, now) for i in range(len(stats.endpoints))]
+        for i, up in enumerate(states):
+            endpoint = stats.endpoints[i].endpoint
+            if up and not self._was_up[i]:
+                log.info("FPM %s: receiving SGLang's forward-pass metrics", endpoint)
+            elif not up and (self._was_up[i] or (not self._warned[i] and now - self._started > stats.timeout)):
+                level = logging.INFO if self._warned[i] else logging.WARNING
+                self._warned[i] = True
+                log.log(level, "FPM %s: no forward-pass metrics for %.0f s; is SGLang running with "
+                        "--enable-forward-pass-metrics and --forward-pass-metrics-ipc-name matching this "
+                        "endpoint (SGLang appends .<dp_rank>)? Only the sglang_scheduler_forward_pass* "
+                        "metrics are affected.", endpoint, stats.timeout)
+            self._was_up[i] = up

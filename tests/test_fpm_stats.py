@@ -1,0 +1,85 @@
+"""FpmStats: the sequence rule, pass modes, the rank cap and freshness, on decoded SGLang messages."""
+
+from __future__ import annotations
+
+import msgspec
+from conftest import samples, value
+from fpm_publisher import ForwardPassMetrics, encode, forward_pass
+from prometheus_client import CollectorRegistry, generate_latest
+
+from exporter.sources.fpm.collector import FpmCollector
+from exporter.sources.fpm.decode import HEARTBEAT, INVALID, PASS, classify, decode_frames
+from exporter.sources.fpm.stats import MAX_SEQUENCE_GAP, FpmStats
+
+
+def _msg(seq: int, metrics) -> tuple[int, object]:
+    return decode_frames([b"", seq.to_bytes(8, "big"), encode(metrics)])
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _scrape(stats: FpmStats) -> dict:
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(FpmCollector(stats))
+    return samples(generate_latest(reg).decode())
+
+
+def test_decode_and_classify_sglang_messages():
+    seq, m = _msg(41, forward_pass(2, decode=7, prefill=1))
+    assert seq == 41 and classify(m) == PASS and m.dp_rank == 2
+    assert m.scheduled_requests.num_decode_requests == 7 and m.scheduled_requests.sum_prefill_tokens == 128
+    _, hb = _msg(42, ForwardPassMetrics(worker_id="w", dp_rank=2))  # SGLang's heartbeat
+    assert classify(hb) == HEARTBEAT
+    _, idle = _msg(43, forward_pass(0, wall_time=0.003))  # a pass with no request (DP-attention idle)
+    assert classify(idle) == PASS
+    _, bad = _msg(44, forward_pass(0, decode=1, wall_time=float("inf")))
+    assert classify(bad) == INVALID
+    assert decode_frames([b"", b"\x00" * 8]) == (None, None)
+    assert decode_frames([b"", b"\x00" * 7 + b"\x05", b"\xc1"]) == (5, None)
+    # Integral floats and numeric strings are counts in lax mode (a fork's encoder); 1.5 is not.
+    _, lax = decode_frames([b"", bytes(8), msgspec.msgpack.encode(
+        {"wall_time": 1, "scheduled_requests": {"num_decode_requests": 3.0, "sum_decode_kv_tokens": "9"}})])
+    assert lax.scheduled_requests.num_decode_requests == 3 and lax.scheduled_requests.sum_decode_kv_tokens == 9
+
+
+def test_sequence_gaps_restarts_and_modes():
+    clock = Clock()
+    st = FpmStats(["ipc:///e.0"], timeout=5.0, monotonic=clock, clock=clock)
+    st.apply(0, [_msg(100, forward_pass(0, decode=4)),          # first message: no loss before it
+                 _msg(101, forward_pass(0, prefill=2)),
+                 _msg(105, forward_pass(0, prefill=1, decode=3)),  # 102..104 lost
+                 _msg(106, forward_pass(0, wall_time=0.002)),      # idle pass
+                 _msg(107, ForwardPassMetrics(dp_rank=0))])        # heartbeat
+    ep = st.endpoints[0]
+    assert ep.results == {"ok": 4, "heartbeat": 1, "undecodable": 0, "invalid": 0, "lost": 3}
+    assert st.ranks[0].passes == [1, 1, 1, 1]
+    st.apply(0, [_msg(0, ForwardPassMetrics(dp_rank=0)), _msg(1, forward_pass(0, decode=1))])  # restart
+    st.apply(0, [_msg(1, forward_pass(0, decode=1))])  # a repeated number is a restart too, never a loss
+    st.apply(0, [_msg(1 + MAX_SEQUENCE_GAP + 1, forward_pass(0, decode=1))])  # too far to be a gap
+    assert (ep.restarts, ep.results["lost"]) == (3, 3)
+    assert ep.results["ok"] == 7
+
+
+def test_rank_cap_and_freshness():
+    clock = Clock()
+    st = FpmStats(["ipc:///e.0"], timeout=5.0, max_ranks=2, monotonic=clock, clock=clock)
+    st.apply(0, [_msg(i, forward_pass(i, decode=1, queued_prefill=i + 1)) for i in range(3)])
+    assert sorted(st.ranks) == [0, 1] and st.endpoints[0].results["invalid"] == 1
+    m = _scrape(st)
+    assert value(m, "sglang_scheduler_forward_pass_queued_requests", dp_rank="1", phase="prefill") == 2
+    assert value(m, "sglang_exporter_fpm_up", endpoint="ipc:///e.0") == 1
+    clock.t += 5.5
+    m = _scrape(st)
+    assert value(m, "sglang_exporter_fpm_up", endpoint="ipc:///e.0") == 0
+    assert value(m, "sglang_scheduler_forward_pass_queued_requests", dp_rank="1", phase="prefill") is None
+    assert value(m, "sglang_scheduler_forward_passes_total", dp_rank="1", mode="decode") == 1  # counters stay
+    st.apply(0, [_msg(3, ForwardPassMetrics(dp_rank=1))])  # a heartbeat makes rank 1 fresh again
+    m = _scrape(st)
+    assert value(m, "sglang_scheduler_forward_pass_queued_requests", dp_rank="1", phase="prefill") == 2
+    assert value(m, "sglang_scheduler_forward_pass_queued_requests", dp_rank="0", phase="prefill") is None
