@@ -244,11 +244,12 @@ def test_garbage_is_counted_never_fatal(tmp_path, promtool):
         # Payloads that do not decode (each takes a sequence number, as a real message would).
         undecodable = [b"\xc1", b"", b"\x92\x01\x02", enc([1, 2, 3]), enc("text"),
                        enc({"dp_rank": "zero"}), enc({"wall_time": "slow"}), enc({"scheduled_requests": None}),
-                       enc({"scheduled_requests": {"num_decode_requests": 1.5}}), bytes(range(256))]
+                       bytes(range(256))]
         for payload in undecodable:
             pub.send_payload(payload)
         # Payloads that decode to values SGLang cannot send.
         invalid = [enc({"wall_time": -1.0, "scheduled_requests": {"num_decode_requests": 1}}),
+                   enc({"wall_time": 0.01, "scheduled_requests": {"num_decode_requests": 1.5}}),
                    enc({"wall_time": float("nan"), "scheduled_requests": {"num_decode_requests": 1}}),
                    enc({"wall_time": 0.01, "scheduled_requests": {"num_decode_requests": -3}}),
                    enc({"wall_time": 0.01, "scheduled_requests": {"num_decode_requests": 10**16}}),

@@ -8,7 +8,7 @@ from fpm_publisher import ForwardPassMetrics, encode, forward_pass
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter.sources.fpm.collector import FpmCollector
-from exporter.sources.fpm.decode import HEARTBEAT, INVALID, PASS, classify, decode_frames
+from exporter.sources.fpm.decode import INVALID, UNDECODABLE, decode_frames, is_heartbeat
 from exporter.sources.fpm.stats import MAX_SEQUENCE_GAP, FpmStats
 
 
@@ -32,20 +32,26 @@ def _scrape(stats: FpmStats) -> dict:
 
 def test_decode_and_classify_sglang_messages():
     seq, m = _msg(41, forward_pass(2, decode=7, prefill=1))
-    assert seq == 41 and classify(m) == PASS and m.dp_rank == 2
+    assert seq == 41 and not is_heartbeat(m) and m.dp_rank == 2
     assert m.scheduled_requests.num_decode_requests == 7 and m.scheduled_requests.sum_prefill_tokens == 128
     _, hb = _msg(42, ForwardPassMetrics(worker_id="w", dp_rank=2))  # SGLang's heartbeat
-    assert classify(hb) == HEARTBEAT
+    assert is_heartbeat(hb)
     _, idle = _msg(43, forward_pass(0, wall_time=0.003))  # a pass with no request (DP-attention idle)
-    assert classify(idle) == PASS
-    _, bad = _msg(44, forward_pass(0, decode=1, wall_time=float("inf")))
-    assert classify(bad) == INVALID
-    assert decode_frames([b"", b"\x00" * 8]) == (None, None)
-    assert decode_frames([b"", b"\x00" * 7 + b"\x05", b"\xc1"]) == (5, None)
-    # Integral floats and numeric strings are counts in lax mode (a fork's encoder); 1.5 is not.
+    assert not is_heartbeat(idle)
+    for bad in (forward_pass(0, decode=1, wall_time=float("inf")), forward_pass(0, decode=1, wall_time=-1.0),
+                forward_pass(0, decode=-1), forward_pass(0, queued_decode_kv_tokens=10**15), forward_pass(-2)):
+        assert _msg(44, bad) == (44, INVALID), bad
+    assert decode_frames([b"", b"\x00" * 8]) == (None, UNDECODABLE)
+    assert decode_frames([b"", b"\x00" * 7 + b"\x05", b"\xc1"]) == (5, UNDECODABLE)
+    # Integral floats and numeric strings are counts in lax mode (a fork's encoder); 1.5 requests is
+    # an impossible value, a word where a count belongs is damage.
     _, lax = decode_frames([b"", bytes(8), msgspec.msgpack.encode(
         {"wall_time": 1, "scheduled_requests": {"num_decode_requests": 3.0, "sum_decode_kv_tokens": "9"}})])
     assert lax.scheduled_requests.num_decode_requests == 3 and lax.scheduled_requests.sum_decode_kv_tokens == 9
+    half = msgspec.msgpack.encode({"scheduled_requests": {"num_decode_requests": 1.5}})
+    word = msgspec.msgpack.encode({"scheduled_requests": {"num_decode_requests": "one"}})
+    assert decode_frames([b"", bytes(8), half])[1] == INVALID
+    assert decode_frames([b"", bytes(8), word])[1] == UNDECODABLE
 
 
 def test_sequence_gaps_restarts_and_modes():

@@ -27,7 +27,7 @@ counts (``msgspec`` lax mode); :func:`schema_of` records which fields a publishe
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Annotated, NamedTuple
 
 import msgspec
 
@@ -50,6 +50,10 @@ MAX_DP_RANK = 1 << 16
 MAX_SCHEMA_LABEL = 512
 
 
+#: A count as SGLang sends it: a non-negative integer below the value bound of :mod:`exporter.limits`.
+Count = Annotated[int, msgspec.Meta(ge=0, lt=int(MAX_VALUE))]
+
+
 class ScheduledRequestMetrics(msgspec.Struct, frozen=True, gc=False):
     """``scheduled_requests``: the requests this forward pass computed (SGLang's field names).
 
@@ -65,11 +69,11 @@ class ScheduledRequestMetrics(msgspec.Struct, frozen=True, gc=False):
         sum_decode_kv_tokens: KV context of those requests, tokens (``req.seqlen`` summed).
     """
 
-    num_prefill_requests: int = 0
-    sum_prefill_tokens: int = 0
-    sum_prefill_kv_tokens: int = 0
-    num_decode_requests: int = 0
-    sum_decode_kv_tokens: int = 0
+    num_prefill_requests: Count = 0
+    sum_prefill_tokens: Count = 0
+    sum_prefill_kv_tokens: Count = 0
+    num_decode_requests: Count = 0
+    sum_decode_kv_tokens: Count = 0
 
 
 class QueuedRequestMetrics(msgspec.Struct, frozen=True, gc=False):
@@ -83,14 +87,14 @@ class QueuedRequestMetrics(msgspec.Struct, frozen=True, gc=False):
         sum_decode_kv_tokens: Their KV context, tokens (``req.seqlen`` summed).
     """
 
-    num_prefill_requests: int = 0
-    sum_prefill_tokens: int = 0
-    num_decode_requests: int = 0
-    sum_decode_kv_tokens: int = 0
+    num_prefill_requests: Count = 0
+    sum_prefill_tokens: Count = 0
+    num_decode_requests: Count = 0
+    sum_decode_kv_tokens: Count = 0
 
 
 class ForwardPassMetrics(msgspec.Struct, frozen=True, gc=False):
-    """One FPM message: one forward pass of one scheduler, or a heartbeat.
+    """One FPM message: one forward pass of one scheduler, or a heartbeat (see :func:`is_heartbeat`).
 
     Attributes:
         dp_rank: The publishing scheduler's data-parallel rank (0 without DP).
@@ -100,56 +104,61 @@ class ForwardPassMetrics(msgspec.Struct, frozen=True, gc=False):
         queued_requests: See :class:`QueuedRequestMetrics`.
     """
 
-    dp_rank: int = 0
-    wall_time: float = 0.0
+    dp_rank: Annotated[int, msgspec.Meta(ge=0, lt=MAX_DP_RANK)] = 0
+    wall_time: Annotated[float, msgspec.Meta(ge=0.0, lt=MAX_PASS_SECONDS)] = 0.0
     scheduled_requests: ScheduledRequestMetrics = ScheduledRequestMetrics()
     queued_requests: QueuedRequestMetrics = QueuedRequestMetrics()
 
 
+class _Loose(msgspec.Struct, gc=False):
+    """The same shape without bounds: tells a value out of range (invalid) from damage (undecodable)."""
+
+    dp_rank: int = 0
+    wall_time: float = 0.0
+    scheduled_requests: dict[str, int | float] = {}
+    queued_requests: dict[str, int | float] = {}
+
+
 _decoder = msgspec.msgpack.Decoder(ForwardPassMetrics, strict=False)
+_loose_decoder = msgspec.msgpack.Decoder(_Loose, strict=False)
 _raw_decoder = msgspec.msgpack.Decoder()
 
-#: What a message is (see :func:`classify`).
-PASS, HEARTBEAT, INVALID = "ok", "heartbeat", "invalid"
+#: What a message that is not a pass or heartbeat is: frames or payload that do not decode, or a
+#: payload that decodes to a value SGLang cannot send (a negative or huge count, a negative,
+#: non-finite or hour-long wall_time, an impossible dp_rank).
+UNDECODABLE, INVALID = "undecodable", "invalid"
 
 
-def decode_frames(frames: list[bytes]) -> tuple[int | None, ForwardPassMetrics | None]:
-    """Split and decode one multipart message.
+def decode_frames(frames: list[bytes]) -> tuple[int | None, ForwardPassMetrics | str]:
+    """Split and decode one multipart message (bounds are checked by msgspec, in C).
 
     Args:
         frames: The frames of one ZeroMQ message, as received.
 
     Returns:
         ``(sequence, metrics)``: ``sequence`` is None when the frames are not ``(topic, 8-byte
-        sequence, payload)``; ``metrics`` is None when the payload is not a ``ForwardPassMetrics``
-        map of the right types (msgpack damage, an array, a string where a count belongs). Never
-        raises.
+        sequence, payload)``; ``metrics`` is a :class:`ForwardPassMetrics`, or :data:`UNDECODABLE`
+        (msgpack damage, not a map, a string where a count belongs) or :data:`INVALID` (decodes, but
+        a value is out of SGLang's range). Never raises.
     """
     if len(frames) != 3 or len(frames[1]) != 8:
-        return None, None
+        return None, UNDECODABLE
     seq = int.from_bytes(frames[1], "big")
     try:
         return seq, _decoder.decode(frames[2])
     except (msgspec.DecodeError, msgspec.ValidationError, OverflowError, ValueError, TypeError):
-        return seq, None
+        pass
+    try:
+        _loose_decoder.decode(frames[2])
+    except (msgspec.DecodeError, msgspec.ValidationError, OverflowError, ValueError, TypeError):
+        return seq, UNDECODABLE
+    return seq, INVALID
 
 
-def classify(m: ForwardPassMetrics) -> str:
-    """:data:`PASS`, :data:`HEARTBEAT` (SGLang's idle message: wall_time 0 and no request scheduled)
-    or :data:`INVALID` (a value SGLang cannot send: a negative or huge count, a non-finite or
-    negative wall_time, an impossible dp_rank)."""
-    s, q = m.scheduled_requests, m.queued_requests
-    wall = m.wall_time
-    if not (0 <= m.dp_rank < MAX_DP_RANK and 0.0 <= wall < MAX_PASS_SECONDS):  # NaN fails too
-        return INVALID
-    for v in (s.num_prefill_requests, s.sum_prefill_tokens, s.sum_prefill_kv_tokens, s.num_decode_requests,
-              s.sum_decode_kv_tokens, q.num_prefill_requests, q.sum_prefill_tokens, q.num_decode_requests,
-              q.sum_decode_kv_tokens):
-        if not 0 <= v < MAX_VALUE:
-            return INVALID
-    if wall == 0.0 and s.num_prefill_requests == 0 and s.num_decode_requests == 0:
-        return HEARTBEAT
-    return PASS
+def is_heartbeat(m: ForwardPassMetrics) -> bool:
+    """SGLang's idle heartbeat: ``wall_time`` 0 and no request scheduled."""
+    s = m.scheduled_requests
+    return m.wall_time == 0.0 and not s.num_prefill_requests and not s.num_decode_requests
 
 
 class Schema(NamedTuple):

@@ -20,7 +20,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from ...limits import MAX_SCHEDULERS
-from .decode import HEARTBEAT, INVALID, PASS, ForwardPassMetrics, QueuedRequestMetrics, Schema, classify
+from .decode import ForwardPassMetrics, QueuedRequestMetrics, Schema
 
 #: Message results counted per endpoint, in exposition order (``sglang_exporter_fpm_messages_total``).
 RESULTS = ("ok", "heartbeat", "undecodable", "invalid", "lost")
@@ -178,14 +178,14 @@ class FpmStats:
         self.clock = clock
         self.monotonic = monotonic
 
-    def apply(self, index: int, messages: list[tuple[int | None, ForwardPassMetrics | None]],
+    def apply(self, index: int, messages: list[tuple[int | None, ForwardPassMetrics | str]],
               schema: Schema | None = None) -> None:
         """Account for messages received, in order, from endpoint ``index``.
 
         Args:
             index: Position of the endpoint in the configured list.
             messages: ``(sequence, metrics)`` pairs from :func:`~exporter.sources.fpm.decode.decode_frames`
-                (None for frames or a payload that did not decode).
+                (``metrics`` "undecodable" or "invalid" for a message that is neither pass nor heartbeat).
             schema: The schema of one of these payloads, when sampled.
         """
         now, wall = self.monotonic(), self.clock()
@@ -195,47 +195,56 @@ class FpmStats:
             if schema is not None:
                 ep.schema = schema
             ranks = self.ranks
+            last = ep.last_seq
+            lost = restarts = passes = beats = 0
             for seq, m in messages:
-                if seq is None:
-                    res["undecodable"] += 1
+                if seq is not None:
+                    if last is not None:
+                        if seq <= last or seq - last > MAX_SEQUENCE_GAP:
+                            restarts += 1
+                        elif seq != last + 1:
+                            lost += seq - last - 1
+                    last = seq
+                if m.__class__ is str:
+                    res[m] += 1
                     continue
-                last = ep.last_seq
-                if last is not None:
-                    if seq <= last or seq - last > MAX_SEQUENCE_GAP:
-                        ep.restarts += 1
-                    elif seq != last + 1:
-                        res["lost"] += seq - last - 1
-                ep.last_seq = seq
-                if m is None:
-                    res["undecodable"] += 1
-                    continue
-                kind = classify(m)
-                r = ranks.get(m.dp_rank) if kind != INVALID else None
-                if r is None and kind != INVALID:
+                r = ranks.get(m.dp_rank)
+                if r is None:
                     if len(ranks) >= self.max_ranks:
-                        kind = INVALID
-                    else:
-                        r = ranks[m.dp_rank] = RankStats()
-                res[kind] += 1
-                if kind == INVALID:
-                    continue
-                ep.last_message = r.last_message = now
-                ep.last_message_wall = wall
-                if kind == HEARTBEAT:
-                    continue
+                        res["invalid"] += 1
+                        continue
+                    r = ranks[m.dp_rank] = RankStats()
+                r.last_message = now
                 s = m.scheduled_requests
                 npf, nd = s.num_prefill_requests, s.num_decode_requests
-                r.passes[(0 if not nd else 2) if npf else (1 if nd else 3)] += 1
+                wall_time = m.wall_time
+                if not npf and not nd and wall_time == 0.0:  # SGLang's idle heartbeat
+                    beats += 1
+                    continue
+                passes += 1
                 if npf:
                     r.prefill_requests.observe(npf)
                     r.prefill_tokens.observe(s.sum_prefill_tokens)
                     r.prefill_cached_tokens += s.sum_prefill_kv_tokens
+                    r.passes[2 if nd else 0] += 1
+                elif nd:
+                    r.passes[1] += 1
+                else:
+                    r.passes[3] += 1
                 if nd:
                     r.decode_requests.observe(nd)
                     r.decode_kv_tokens += s.sum_decode_kv_tokens
-                r.seconds.observe(m.wall_time)
+                r.seconds.observe(wall_time)
                 r.queued = m.queued_requests
                 r.last_pass_wall = wall
+            ep.last_seq = last
+            ep.restarts += restarts
+            res["lost"] += lost
+            res["ok"] += passes
+            res["heartbeat"] += beats
+            if passes or beats:
+                ep.last_message = now
+                ep.last_message_wall = wall
 
     def endpoint_up(self, index: int, now: float | None = None) -> bool:
         """True when endpoint ``index`` sent a pass or heartbeat within the timeout. Call under the lock."""
@@ -248,5 +257,5 @@ class FpmStats:
         return now - rank.last_message <= self.timeout
 
 
-__all__ = ["Buckets", "EndpointStats", "FpmStats", "HEARTBEAT", "MODES", "PASS", "PREFILL_TOKENS_BUCKETS",
-           "REQUESTS_BUCKETS", "RESULTS", "RankStats", "SECONDS_BUCKETS", "relative_bounds"]
+__all__ = ["Buckets", "EndpointStats", "FpmStats", "MODES", "PREFILL_TOKENS_BUCKETS", "REQUESTS_BUCKETS",
+           "RESULTS", "RankStats", "SECONDS_BUCKETS", "relative_bounds"]
