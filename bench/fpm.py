@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -39,20 +38,6 @@ sys.path.insert(0, str(BENCH))
 import run  # noqa: E402  (bench/run.py: the live-measure helpers)
 
 GOAL_CPU_PCT = 2.0  # issue 14: under 2% of a core at 1,000 passes/s
-
-
-def _wait_healthy(base: str, proc: subprocess.Popen, err: Path) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("exporter did not become healthy: " + err.read_text(errors="replace")[-400:])
-        time.sleep(0.05)
 
 
 def _fpm_counts(body: str) -> dict[str, float]:
@@ -78,7 +63,7 @@ def measure(py: str, lines: list[str], work: Path, rate: float, passes: float, r
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(err, "wb"), cwd=ROOT)
     pubs: list[subprocess.Popen] = []
     try:
-        _wait_healthy(base, proc, err)
+        run._wait_healthy(base, proc, err)
         total = warmup + seconds + 2
         pubs = [subprocess.Popen([py, str(ROOT / "tests" / "fpm_publisher.py"), ep, str(r), str(passes),
                                   str(total)], stdout=subprocess.PIPE, text=True, cwd=ROOT)

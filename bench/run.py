@@ -203,6 +203,22 @@ def _lines_seen(body: str) -> float:
     return sum(_prom_sum(body, "sglang_exporter_log_lines_total").values())
 
 
+def _wait_healthy(base: str, proc: subprocess.Popen, err: Path, timeout: float = 30.0) -> None:
+    """Wait until ``base/healthz`` answers 200; raise with the tail of ``err`` if the process exits
+    or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("exporter did not become healthy: " + err.read_text(errors="replace")[-400:])
+        time.sleep(0.05)
+
+
 class _Writer(threading.Thread):
     """Appends lines at a fixed rate (one write+flush per line, as a logger does) until stopped."""
 
@@ -259,18 +275,7 @@ def _live(py: str, log_lines: list[str], work: Path, rate: float, seconds: float
     env = dict(os.environ, SGLANG_EXPORTER_GPU__ENABLED="false")
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(work / "live.err", "wb"), env=env)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("live exporter did not become healthy: "
-                                   + (work / "live.err").read_text(errors="replace")[-400:])
-            time.sleep(0.05)
+        _wait_healthy(base, proc, work / "live.err")
         # Idle: nothing written; what the timers and threads cost on their own.
         time.sleep(1.0)
         cpu_a, _ = _proc_cpu_rss(proc.pid)

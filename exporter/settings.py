@@ -94,6 +94,18 @@ class SettingsError(Exception):
     """A setting has a bad value. ``str()`` names the setting, its flag and its variable."""
 
 
+def split_commas(value: str | None) -> list[str]:
+    """The items of a comma-separated setting, stripped (empty for None or "")."""
+    return [p.strip() for p in value.split(",")] if value else []
+
+
+def join_toml_array(value: Any) -> Any:
+    """A TOML array of strings as one comma-separated string, like the flag and the variable give it."""
+    if isinstance(value, (list, tuple)) and all(isinstance(p, str) for p in value):
+        return ",".join(value)
+    return value
+
+
 class LogSettings(BaseModel):
     """``--log.*``: the SGLang log to follow, and the exporter's own logging."""
 
@@ -123,15 +135,12 @@ class LogSettings(BaseModel):
     @property
     def paths(self) -> list[str]:
         """The paths and globs of ``path``, split at commas (empty without one)."""
-        return [p.strip() for p in self.path.split(",")] if self.path else []
+        return split_commas(self.path)
 
     @field_validator("path", mode="before")
     @classmethod
     def _join_paths(cls, value: Any) -> Any:
-        # A TOML array of paths is kept as one comma-separated string, like the flag and the variable.
-        if isinstance(value, (list, tuple)) and all(isinstance(p, str) for p in value):
-            return ",".join(value)
-        return value
+        return join_toml_array(value)
 
     @field_validator("path")
     @classmethod
@@ -260,15 +269,12 @@ class FpmSettings(BaseModel):
     @property
     def endpoint_list(self) -> list[str]:
         """The endpoints of ``endpoints``, split at commas (empty without one)."""
-        return [e.strip() for e in self.endpoints.split(",")] if self.endpoints else []
+        return split_commas(self.endpoints)
 
     @field_validator("endpoints", mode="before")
     @classmethod
     def _join_endpoints(cls, value: Any) -> Any:
-        # A TOML array of endpoints is kept as one comma-separated string, like the flag and the variable.
-        if isinstance(value, (list, tuple)) and all(isinstance(e, str) for e in value):
-            return ",".join(value)
-        return value
+        return join_toml_array(value)
 
     @field_validator("endpoints")
     @classmethod
@@ -347,7 +353,8 @@ class ConfigSettings(BaseModel):
 
 class Settings(BaseSettings):
     """Prometheus exporter for SGLang: reads the server's scheduler log (batch sizes, queue, KV-cache
-    usage, retractions) and serves it as metrics. Each flag can also be set by an environment variable
+    usage, retractions) and, with --fpm.endpoints, its per-forward-pass stream (exact batch sizes),
+    and serves them as metrics. Each flag can also be set by an environment variable
     SGLANG_EXPORTER_<GROUP>__<NAME> (e.g. SGLANG_EXPORTER_LOG__PATH) or in the TOML file of
     --config.file. Exit codes: 0 done, 1 runtime failure, 2 bad setting."""
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
+import zmq
 from conftest import samples, value
-from fpm_publisher import Publisher, forward_pass
+from fpm_publisher import Publisher, encode, forward_pass
 from histogram_quantile import exact_percentile, histogram_quantile, within
 from test_e2e import DEADLINE, Exporter, command
 
@@ -266,6 +267,40 @@ def test_garbage_is_counted_never_fatal(tmp_path, promtool):
         assert value(m, "sglang_exporter_collector_success", collector="fpm") == 1
         assert exp.get("/healthz") == (200, "ok\n")
         _promtool_ok(exp, promtool)
+    finally:
+        pub.close()
+        assert exp.terminate() == 0
+
+
+def test_overload_is_counted_as_lost_and_memory_stays_bounded(tmp_path):
+    """A flood far beyond 1,000 passes/s: the exporter's queue is bounded (ZeroMQ drops beyond it),
+    and every sequence number is accounted for, received or lost."""
+    ep = f"ipc://{tmp_path}/fpm.0"
+    pub = Publisher(ep)
+    pub.pub.setsockopt(zmq.SNDHWM, 0)  # the publisher keeps everything: any drop is the exporter's
+    exp = _exporter(tmp_path, ep)
+    try:
+        _connect(exp, pub)
+        connect_beats = pub.next_seq
+        n = 60_000
+        payload = encode(forward_pass(0, decode=7))
+        for _ in range(n):
+            pub.send_payload(payload)
+        before = _messages(exp.metrics(), ep, "heartbeat")
+        end = time.monotonic() + DEADLINE
+        while _messages(exp.metrics(), ep, "heartbeat") == before:  # SGLang's idle heartbeat ends the burst
+            pub.heartbeat()
+            assert time.monotonic() < end, "no heartbeat after the burst"
+            time.sleep(0.1)
+        m = exp.wait_for(lambda m: sum(_messages(m, ep, r) for r in ("ok", "heartbeat", "lost"))
+                         >= pub.next_seq - connect_beats, "every sequence number accounted for")
+        accounted = sum(_messages(m, ep, r) for r in ("ok", "heartbeat", "lost"))
+        assert pub.next_seq - connect_beats <= accounted <= pub.next_seq
+        assert _messages(m, ep, "ok") + _messages(m, ep, "lost") >= n
+        assert value(m, FPM_REQUESTS + "_sum", dp_rank="0", phase="decode") == 7 * _messages(m, ep, "ok")
+        with open(f"/proc/{exp.proc.pid}/status") as f:
+            rss_mb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+        assert rss_mb < 150, rss_mb  # about 50 MB in steady state; the queue holds at most 10,000 messages
     finally:
         pub.close()
         assert exp.terminate() == 0

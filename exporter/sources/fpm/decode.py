@@ -99,7 +99,8 @@ class ForwardPassMetrics(msgspec.Struct, frozen=True, gc=False):
     Attributes:
         dp_rank: The publishing scheduler's data-parallel rank (0 without DP).
         wall_time: Seconds the pass took: GPU time of the forward pass where SGLang's device timer
-            runs (2026-06+ main), else wall-clock from batch start to result. 0 in a heartbeat.
+            runs (current main: `_fpm_uses_device_timer`), else wall-clock from batch start to result
+            (earlier versions). 0 in a heartbeat.
         scheduled_requests: See :class:`ScheduledRequestMetrics`.
         queued_requests: See :class:`QueuedRequestMetrics`.
     """

@@ -20,6 +20,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from ...limits import MAX_SCHEDULERS
+from ...state import Histogram
 from .decode import ForwardPassMetrics, QueuedRequestMetrics, Schema
 
 #: Message results counted per endpoint, in exposition order (``sglang_exporter_fpm_messages_total``).
@@ -68,23 +69,20 @@ def _table(bounds: tuple[float, ...]) -> list[int]:
     return _TABLES[bounds]
 
 
-class Buckets:
-    """Counts of a classic histogram: non-cumulative per bound (``le``), a ``+Inf`` bucket, sum.
-
-    Integer observations up to the last bound take their bucket from a table (no search), which
+class Buckets(Histogram):
+    """:class:`exporter.state.Histogram` (counts per ``le`` bound, ``+Inf``, sum) whose integer
+    observations up to the last bound take their bucket from a table instead of a search, which
     matters at thousands of observations per second.
 
     Args:
         bounds: Upper bounds, strictly increasing.
-        table: Build the lookup table for integers ``0..bounds[-1]`` (only for small bounds).
+        table: Build (or share) the lookup table for integers ``0..bounds[-1]`` (small bounds only).
     """
 
-    __slots__ = ("bounds", "counts", "total", "_table")
+    __slots__ = ("_table",)
 
     def __init__(self, bounds: tuple[float, ...], table: bool = False):
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)
-        self.total = 0.0
+        super().__init__(bounds)
         self._table = _table(bounds) if table else None
 
     def observe(self, value: float) -> None:
@@ -92,17 +90,9 @@ class Buckets:
         t = self._table
         if t is not None and type(value) is int and 0 <= value < len(t):
             self.counts[t[value]] += 1
+            self.total += value
         else:
-            self.counts[bisect_left(self.bounds, value)] += 1
-        self.total += value
-
-    def cumulative(self) -> list[int]:
-        """Cumulative counts per bound, the ``+Inf`` bucket (the observation count) last."""
-        out, running = [], 0
-        for c in self.counts:
-            running += c
-            out.append(running)
-        return out
+            super().observe(value)
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ What it keeps to:
   lock, held only while one drained batch is applied.
 * **Bounded memory at any rate.** Each socket queues at most :data:`RCVHWM` messages; beyond that
   ZeroMQ drops, and the drop shows as ``lost`` through the sequence numbers. One batch is at most
-  :data:`MAX_BATCH` messages.
+  :data:`MAX_BATCH` messages; after a full one the thread reads on without sleeping.
 * **Cheap at 1,000 passes per second.** After a batch the thread sleeps ``drain_interval`` (200 ms)
   and lets messages queue, so it wakes about 5 times a second, not once per pass (batches of 200 run
   hot in the CPU cache: 0.8% of a core at 1,000 passes/s against 1.3% with 50 ms).
@@ -111,20 +111,22 @@ class FpmSubscriber:
             poller.register(sock, zmq.POLLIN)
         poll_ms = int(min(0.25, self.stats.timeout / 4) * 1000) or 1
         while not self._stop.is_set():
+            full = False
             try:
                 ready = dict(poller.poll(poll_ms))
                 for index, sock in enumerate(self._sockets):
                     if sock in ready:
-                        self._drain(index, sock)
+                        full |= self._drain(index, sock) == MAX_BATCH
                 self._check_up()
             except Exception:  # a bug here must not end the thread: log it and keep reading
                 log.exception("FPM subscriber: unexpected error; continuing")
                 ready = {}
                 self._stop.wait(1.0)
-            if ready:
+            if ready and not full:  # a full batch means more is waiting: read on at once
                 self._stop.wait(self.drain_interval)
 
-    def _drain(self, index: int, sock: zmq.Socket) -> None:
+    def _drain(self, index: int, sock: zmq.Socket) -> int:
+        """Read up to :data:`MAX_BATCH` waiting messages of one socket into the stats; returns how many."""
         messages = []
         append = messages.append
         recv = sock.recv_multipart
@@ -149,6 +151,7 @@ class FpmSubscriber:
                 schema = schema_of(first)
         if messages:
             self.stats.apply(index, messages, schema)
+        return len(messages)
 
     def _check_up(self) -> None:
         stats = self.stats
