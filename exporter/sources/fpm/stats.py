@@ -208,7 +208,7 @@ class FpmStats:
                 s = m.scheduled_requests
                 npf, nd = s.num_prefill_requests, s.num_decode_requests
                 wall_time = m.wall_time
-                if not npf and not nd and wall_time == 0.0:  # SGLang's idle heartbeat
+                if not npf and not nd and wall_time == 0.0:  # SGLang's idle heartbeat (decode.is_heartbeat)
                     beats += 1
                     continue
                 passes += 1
