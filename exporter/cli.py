@@ -120,7 +120,8 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
     follower = Follower(sources, settings.log.poll_interval, settings.log.watch_mode, pipeline=pipeline)
     path = ", ".join(paths)
     # NVML describes this machine now, so it runs only here, never in one-shot mode (a recorded log).
-    gpu_poller = make_poller(settings.gpu) if settings.gpu.enabled else None
+    # The demo promises to run without a GPU: there, a machine without NVML is said at INFO, not WARNING.
+    gpu_poller = make_poller(settings.gpu, gpu_optional=settings.demo) if settings.gpu.enabled else None
     registry = build_registry(pipeline, settings.sglang.idle_after,
                               GpuCollector(gpu_poller) if gpu_poller is not None else None)
     host, port = parse_listen_address(settings.web.listen_address)
