@@ -20,6 +20,7 @@ import inspect
 import os
 import re
 import shlex
+import shutil
 import textwrap
 import typing
 from collections.abc import Iterable
@@ -38,19 +39,21 @@ PROG = "sglang-exporter"
 BOOL_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0", "t", "f", "y", "n"})
 
 USAGE = f"""\
-{PROG} --log.path PATH [OPTIONS]            serve live metrics of an SGLang log
-       {PROG} --one-shot --log.path PATH [OPTIONS] print the metrics of a recorded log, exit
-       {PROG} --demo [OPTIONS]                     serve the bundled sample log
-       {PROG} report PATH... [OPTIONS]             report on recorded logs ({PROG} report --help)"""
+{PROG} --log.path PATH [OPTIONS]
+       {PROG} --one-shot --log.path PATH [OPTIONS]
+       {PROG} --demo [OPTIONS]
+       {PROG} report PATH...   (options: {PROG} report --help)"""
 
 EXAMPLES = f"""\
 examples:
   {PROG} --log.path /logs/sglang.log
-      Follow the log SGLang is writing and serve its metrics on http://HOST:18400/metrics.
+      Follow the log SGLang is writing; serve its metrics on :18400/metrics.
   {PROG} --one-shot --log.path server.log > server.prom
-      Read a recorded log once, print every metric (Prometheus text format) and exit.
+      Read a recorded log once, print every metric and exit.
   {PROG} report server.log
-      The performance-validation report of a recorded log: batch size, retractions, KV cache, queue.
+      Report on a recorded log: batch size, retractions, KV cache, queue wait.
+  {PROG} --demo
+      Replay the bundled sample log and serve it: no GPU or SGLang needed.
 """
 
 TOP_TITLE = "what to run (by default: serve live metrics of --log.path)"
@@ -199,9 +202,19 @@ def _exit_statuses() -> list[tuple[int, str]]:
             for member in ExitStatus]
 
 
-def exit_status_help() -> str:
-    """The ``exit status:`` section of ``--help``, one entry per :class:`ExitStatus` member."""
-    return "exit status:\n" + "".join(f"  {code}  {text}\n" for code, text in _exit_statuses())
+def help_width() -> int:
+    """Width of the text ``--help`` wraps itself (argparse's: the terminal's, less 2), 40 to 100."""
+    return max(40, min(shutil.get_terminal_size().columns - 2, 100))
+
+
+def exit_status_help(width: int | None = None) -> str:
+    """The ``exit status:`` section of ``--help``, one entry per :class:`ExitStatus` member, wrapped
+    to ``width`` (default: the terminal's, as argparse wraps the rest)."""
+    width = width or help_width()
+    return "exit status:\n" + "".join(
+        textwrap.fill(text.replace("``", ""), width, initial_indent=f"  {code}  ", subsequent_indent="     ",
+                      break_on_hyphens=False) + "\n"
+        for code, text in _exit_statuses())
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -236,6 +249,7 @@ def build_parser(settings: list[Setting], description: str) -> argparse.Argument
     Every option defaults to "not given" (:data:`argparse.SUPPRESS`), so that the namespace holds
     only what the command line set and the environment and the file can fill the rest.
     """
+    description = textwrap.fill(" ".join(description.split()), help_width(), break_on_hyphens=False)
     parser = _Parser(prog=PROG, usage=USAGE, description=description,
                      epilog=EXAMPLES + "\n" + exit_status_help(), formatter_class=_HelpFormatter,
                      allow_abbrev=False, add_help=False, argument_default=argparse.SUPPRESS)
