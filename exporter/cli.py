@@ -23,7 +23,7 @@ from .demo import Replayer, sample_log_path
 from .gpu import GpuCollector, make_poller
 from .paths import display_path, file_problem
 from .pipeline import Pipeline
-from .settings import Settings, SettingsError, load_settings, parse_listen_address
+from .settings import Settings, SettingsError, load_settings, parse_listen_address, unknown_environment
 from .state import SchedulerStates
 from .status import ExitStatus
 from .tailer import Follower, has_glob, make_sources
@@ -62,15 +62,20 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "report":  # `sglang-exporter report LOG...`: offline report, own --help
         from .report.cli import main as report_main
         return report_main(argv[1:])
+    env_warnings = unknown_environment(os.environ)  # a misspelt variable may be why a setting is missing
     try:
         settings = load_settings(argv)
     except SettingsError as exc:
+        for warning in env_warnings:
+            print(f"{PROG}: warning: {warning}", file=sys.stderr)
         return _usage_error(str(exc))
     level = settings.log.level.upper()
     if settings.one_shot and level == "INFO":
         level = "WARNING"  # one-shot output is the exposition on stdout; keep stderr for problems
     logging.basicConfig(level=level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for warning in env_warnings:
+        log.warning("%s", warning)
     if not settings.demo and not settings.log.path:
         return _usage_error("setting log.path (--log.path, SGLANG_EXPORTER_LOG__PATH) is required "
                             "(or use --demo)")
@@ -134,7 +139,8 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
             return _usage_error(f"setting fpm.endpoints (--fpm.endpoints, SGLANG_EXPORTER_FPM__ENDPOINTS): "
                                 f"ZeroMQ refuses it: {exc}")
     # NVML describes this machine now, so it runs only here, never in one-shot mode (a recorded log).
-    gpu_poller = make_poller(settings.gpu) if settings.gpu.enabled else None
+    # The demo promises to run without a GPU: there, a machine without NVML is said at INFO, not WARNING.
+    gpu_poller = make_poller(settings.gpu, gpu_optional=settings.demo) if settings.gpu.enabled else None
     registry = build_registry(pipeline, settings.sglang.idle_after,
                               GpuCollector(gpu_poller) if gpu_poller is not None else None,
                               fpm.collector if fpm is not None else None)

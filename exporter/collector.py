@@ -314,7 +314,9 @@ class GuardedCollectors(Collector):
 
     Emits ``sglang_exporter_collector_success{collector}`` (1/0) and
     ``sglang_exporter_collector_duration_seconds{collector}`` as node_exporter does; a failing
-    collector's families are dropped from that scrape and its error is logged.
+    collector's families are dropped from that scrape and its error is logged. A family without
+    samples (no GPU, no speculative decoding, no glob) is dropped too: a HELP/TYPE block with
+    nothing under it only adds noise to ``/metrics``.
 
     Args:
         collectors: ``(name, collector)`` pairs.
@@ -340,6 +342,6 @@ class GuardedCollectors(Collector):
                 families, ok = [], 0
             duration.add_metric([name], self.clock() - start)
             success.add_metric([name], ok)
-            yield from families
+            yield from (family for family in families if family.samples)
         yield success
         yield duration

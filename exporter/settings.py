@@ -7,12 +7,13 @@ Every setting has one dotted name used everywhere::
     --web.listen-address  SGLANG_EXPORTER_WEB__LISTEN_ADDRESS  [web] listen_address = "..."
 
 A bad value raises :class:`SettingsError`, whose message names the setting; the command turns it
-into exit code 2.
+into exit code 2. The command line itself (flags, ``--help``, placeholders) is generated from these
+models by :mod:`exporter.flags`; each field's ``json_schema_extra={"metavar": ...}`` is its placeholder.
 """
 
 from __future__ import annotations
 
-import argparse
+import inspect
 import ipaddress
 import os
 import re
@@ -24,15 +25,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
-    CliExplicitFlag,
-    CliApp,
-    CliImplicitFlag,
     InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError as _PydanticSettingsError,
 )
 
+from .flags import PROG, UsageError, closest, normalized, parse_command_line, settings_of
 from .limits import (
     CHUNKED_PREFILL_SIZE_MAX,
     CHUNKED_PREFILL_SIZE_MIN,
@@ -112,22 +111,27 @@ class LogSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str | None = Field(
-        None, description="SGLang log file(s) to follow (the scheduler's output; need not "
+        None, json_schema_extra={"metavar": "PATH", "repeatable": True},
+        description="SGLang log file(s) to follow (the scheduler's output; need not "
         "exist yet): one path, or several paths and quoted globs separated by commas or given by repeating "
-        "the flag, e.g. '/logs/sglang.log,/logs/requests/*.log'. Required unless --demo.")
-    from_beginning: CliImplicitFlag[bool] = Field(
+        "the flag (a TOML array in the file), e.g. '/logs/sglang.log,/logs/requests/*.log'. Required "
+        "unless --demo.")
+    from_beginning: bool = Field(
         False, description="Read an existing log from its first line at start-up. By default the exporter "
         "starts at the end of the file, so a restarted exporter never counts a line twice.")
     poll_interval: float = Field(
-        1.0, gt=0, le=60, description="Seconds between checks of the file when no file event arrives.")
+        1.0, gt=0, le=60, json_schema_extra={"metavar": "SECONDS"},
+        description="Seconds between checks of the file when no file event arrives.")
     watch_mode: Literal["inotify", "poll"] = Field(
         "inotify", description="How changes are noticed: inotify (file events, plus the poll timer) or poll "
         "(timer only; use on NFS, CIFS and some overlay mounts).")
     rotate_wait: float = Field(
-        5.0, ge=0, le=3600, description="Seconds a rotated or deleted log file is still read after the path "
+        5.0, ge=0, le=3600, json_schema_extra={"metavar": "SECONDS"},
+        description="Seconds a rotated or deleted log file is still read after the path "
         "names a new file (the writer appends to the old one until it reopens its log).")
     max_line_bytes: int = Field(
         DEFAULT_MAX_LINE_BYTES, ge=MAX_LINE_BYTES_MIN, le=MAX_LINE_BYTES_MAX,
+        json_schema_extra={"metavar": "BYTES"},
         description="Longest log line kept (1 KiB .. 64 MiB); longer lines are dropped and counted.")
     level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Level of the exporter's own logging (debug shows each malformed line).")
@@ -163,9 +167,11 @@ class WebSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     listen_address: str = Field(
-        f":{DEFAULT_PORT}", description=f"HOST:PORT to serve on; ':{DEFAULT_PORT}' listens on every "
-        "interface, '127.0.0.1:0' picks a free loopback port, '[::1]:PORT' for IPv6.")
-    telemetry_path: str = Field("/metrics", description="Path under which metrics are served.")
+        f":{DEFAULT_PORT}", json_schema_extra={"metavar": "HOST:PORT"},
+        description=f"HOST:PORT to serve on; ':{DEFAULT_PORT}' listens on every interface, '127.0.0.1:0' "
+        "picks a free loopback port, '[::1]:PORT' for IPv6.")
+    telemetry_path: str = Field("/metrics", json_schema_extra={"metavar": "URL_PATH"},
+                                description="Path under which metrics are served.")
 
     @field_validator("listen_address")
     @classmethod
@@ -187,15 +193,19 @@ class SglangSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decode_log_interval: int = Field(
-        DEFAULT_DECODE_LOG_INTERVAL, ge=DECODE_LOG_INTERVAL_MIN, le=DECODE_LOG_INTERVAL_MAX, description="Decode steps per 'Decode batch' line (SGLang's "
+        DEFAULT_DECODE_LOG_INTERVAL, ge=DECODE_LOG_INTERVAL_MIN, le=DECODE_LOG_INTERVAL_MAX,
+        json_schema_extra={"metavar": "STEPS"},
+        description="Decode steps per 'Decode batch' line (SGLang's "
         "--decode-log-interval). A decode_log_interval= value in the log's server_args line wins.")
     chunked_prefill_size: int | None = Field(
-        None, ge=CHUNKED_PREFILL_SIZE_MIN, le=CHUNKED_PREFILL_SIZE_MAX, description="SGLang's --chunked-prefill-size, used only when the log "
+        None, ge=CHUNKED_PREFILL_SIZE_MIN, le=CHUNKED_PREFILL_SIZE_MAX, json_schema_extra={"metavar": "TOKENS"},
+        description="SGLang's --chunked-prefill-size, used only when the log "
         "has neither the start-up capacity line nor server_args (a log excerpt, or a log rotated since "
         "the server started). It lets admitted requests discount the continuing chunk of a chunked "
         "prefill; without it #new-seq is summed as is (an upper bound).")
     idle_after: float = Field(
-        60.0, gt=0, le=86400, description="Seconds without a Prefill/Decode line after which a scheduler's "
+        60.0, gt=0, le=86400, json_schema_extra={"metavar": "SECONDS"},
+        description="Seconds without a Prefill/Decode line after which a scheduler's "
         "latest-line gauges (running, queue, KV usage, ...) are no longer exported: SGLang prints "
         "nothing while idle, so the last values would be stale.")
 
@@ -205,33 +215,40 @@ class GpuSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    enabled: CliExplicitFlag[bool] = Field(
+    enabled: bool = Field(
         True, description="Poll NVML for GPU readings (sglang_gpu_*). '--gpu.enabled false' turns the "
         "collector off. Never used with --one-shot: a recorded log says nothing about this machine's GPUs.")
     poll_interval: float = Field(
-        10.0, gt=0, le=3600, description="Seconds between NVML polls; /metrics serves the latest snapshot "
+        10.0, gt=0, le=3600, json_schema_extra={"metavar": "SECONDS"},
+        description="Seconds between NVML polls; /metrics serves the latest snapshot "
         "and never waits for NVML.")
     cycle_timeout: float = Field(
-        5.0, gt=0, le=3600, description="Deadline in seconds for one poll cycle; a cycle that overruns (a hung "
+        5.0, gt=0, le=3600, json_schema_extra={"metavar": "SECONDS"},
+        description="Deadline in seconds for one poll cycle; a cycle that overruns (a hung "
         "NVML call) is counted, the snapshot is marked stale and sglang_gpu_up drops to 0.")
     slow_poll_interval: float = Field(
-        300.0, gt=0, le=86400, description="Seconds between reads of the slow-moving counters (ECC errors, "
-        "remapped rows).")
+        300.0, gt=0, le=86400, json_schema_extra={"metavar": "SECONDS"},
+        description="Seconds between reads of the slow-moving counters (ECC errors, "
+        "remapped rows) and device re-enumeration.")
     uuids: str | None = Field(
-        None, description="Comma-separated GPU-... or MIG-... UUIDs to report (a GPU UUID includes its MIG "
+        None, json_schema_extra={"metavar": "UUID,..."},
+        description="Comma-separated GPU-... or MIG-... UUIDs to report (a GPU UUID includes its MIG "
         "devices); default: every GPU NVML sees.")
     uuids_file: str | None = Field(
-        None, description="File of UUIDs (one per line or comma-separated, '#' comments), e.g. written by "
+        None, json_schema_extra={"metavar": "PATH"},
+        description="File of UUIDs (one per line or comma-separated, '#' comments), e.g. written by "
         "the server container's entrypoint to a shared volume; re-read when it changes, and until it "
         "exists no GPU is reported. Combined with --gpu.uuids.")
     nvml_library_path: str | None = Field(
-        None, description="Path of libnvidia-ml.so.1 when it is not on the loader's path (e.g. a driver "
+        None, json_schema_extra={"metavar": "PATH"},
+        description="Path of libnvidia-ml.so.1 when it is not on the loader's path (e.g. a driver "
         "directory mounted from the host).")
     unknown_error_threshold: int = Field(
-        3, ge=0, le=1000, description="Consecutive poll cycles with an NVML 'Unknown' error (typically: the "
+        3, ge=0, le=1000, json_schema_extra={"metavar": "CYCLES"},
+        description="Consecutive poll cycles with an NVML 'Unknown' error (typically: the "
         "container lost access to the device) after which /healthz answers 503 so that Kubernetes restarts "
         "the pod; 0 never fails /healthz for it.")
-    xid_events: CliExplicitFlag[bool] = Field(
+    xid_events: bool = Field(
         True, description="Count XID errors from an NVML event set (sglang_gpu_xid_errors_total).")
 
     @field_validator("uuids")
@@ -257,12 +274,13 @@ class FpmSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     endpoints: str | None = Field(
-        None, description="ZeroMQ endpoints of SGLang's forward-pass metrics publishers (SGLang run with "
+        None, json_schema_extra={"metavar": "ENDPOINT,...", "repeatable": True},
+        description="ZeroMQ endpoints of SGLang's forward-pass metrics publishers (SGLang run with "
         "--enable-forward-pass-metrics), one per DP rank, separated by commas or given by repeating the "
         "flag: 'ipc:///run/sglang-fpm/fpm.0' (SGLang appends .<dp_rank> to --forward-pass-metrics-ipc-name) "
         "or 'tcp://127.0.0.1:20380'. Connected lazily: the server need not be up yet. Default: off.")
     timeout: float = Field(
-        5.0, gt=0, le=3600, description="Seconds without a forward pass or heartbeat (SGLang sends one "
+        5.0, gt=0, le=3600, json_schema_extra={"metavar": "SECONDS"}, description="Seconds without a forward pass or heartbeat (SGLang sends one "
         "every second while idle) after which an endpoint is down (sglang_exporter_fpm_up 0) and its "
         "scheduler's queue gauges are withheld.")
 
@@ -347,50 +365,67 @@ class ConfigSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     file: str | None = Field(
-        None, description="TOML file with these settings in tables, e.g. '[log]' then 'path = "
+        None, json_schema_extra={"metavar": "PATH"},
+        description="TOML file with these settings in tables, e.g. '[log]' then 'path = "
         "\"/logs/sglang.log\"'. Flags and environment variables win over it.")
 
 
 class Settings(BaseSettings):
     """Prometheus exporter for SGLang: reads the server's scheduler log (batch sizes, queue, KV-cache
     usage, retractions) and, with --fpm.endpoints, its per-forward-pass stream (exact batch sizes),
-    and serves them as metrics. Each flag can also be set by an environment variable
-    SGLANG_EXPORTER_<GROUP>__<NAME> (e.g. SGLANG_EXPORTER_LOG__PATH) or in the TOML file of
-    --config.file. Exit codes: 0 done, 1 runtime failure, 2 bad setting."""
+    and serves them as metrics. Every setting is a flag, an environment variable
+    SGLANG_EXPORTER_<GROUP>__<NAME> (e.g. SGLANG_EXPORTER_LOG__PATH) and a key of the TOML file of
+    --config.file ([log] then path = "..."); flags win over variables, which win over the file. A
+    boolean flag alone means true, or takes a value: --gpu.enabled false, --demo=no, --no-demo."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",
         nested_model_default_partial_update=True,
         extra="forbid",
-        cli_prog_name="sglang-exporter",
-        cli_kebab_case=True,
-        cli_implicit_flags=True,
-        cli_avoid_json=True,
-        cli_exit_on_error=True,
     )
 
-    config: ConfigSettings = ConfigSettings()
     log: LogSettings = LogSettings()
     web: WebSettings = WebSettings()
     sglang: SglangSettings = SglangSettings()
     gpu: GpuSettings = GpuSettings()
     fpm: FpmSettings = FpmSettings()
-    one_shot: CliImplicitFlag[bool] = Field(
+    config: ConfigSettings = ConfigSettings()
+    one_shot: bool = Field(
         False, description="Read --log.path from its beginning to its end, print every metric in the "
         "Prometheus text format to stdout and exit 0. No HTTP server, and no GPU metrics (NVML describes this "
         "machine now, not the recorded log).")
-    demo: CliImplicitFlag[bool] = Field(
+    demo: bool = Field(
         False, description="Replay the bundled sample log (real SGLang lines) into a temporary file at "
         "its recorded pace, in a loop, and serve live metrics from it. No GPU or SGLang needed.")
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
                                    file_secret_settings):
-        return (init_settings, env_settings, _config_file_source(settings_cls))
+        return (init_settings, _known_environment(settings_cls, env_settings), _config_file_source(settings_cls))
+
+
+#: Every setting, in the order of ``--help`` and of the table in docs/configuration.md.
+SETTINGS = settings_of(Settings, ENV_PREFIX)
 
 
 _CONFIG_FILE: Path | None = None
+
+
+def _known_environment(settings_cls, env_settings: PydanticBaseSettingsSource) -> PydanticBaseSettingsSource:
+    """The environment's values without the unknown names of a known group.
+
+    pydantic-settings reads ``SGLANG_EXPORTER_GPU__ENABLE`` (no D) as a key ``enable`` of ``gpu`` and
+    would refuse it; it is dropped here like every other variable that is not a setting
+    (``SGLANG_EXPORTER_LOG_PATH`` is never read at all), and :func:`unknown_environment` warns
+    about each, naming the variable meant.
+    """
+    data = env_settings()
+    for group, table in data.items():
+        model = Settings.model_fields[group].annotation if group in Settings.model_fields else None
+        if isinstance(table, dict) and isinstance(model, type) and issubclass(model, BaseModel):
+            data[group] = {k: v for k, v in table.items() if k in model.model_fields}
+    return InitSettingsSource(settings_cls, init_kwargs=data)
 
 
 def _config_file_source(settings_cls) -> PydanticBaseSettingsSource:
@@ -407,8 +442,81 @@ def _config_file_source(settings_cls) -> PydanticBaseSettingsSource:
             raise SettingsError(f"{where}: {_CONFIG_FILE} is not valid TOML: {exc}") from None
         except ValueError as exc:  # not a regular file, or too large
             raise SettingsError(f"{where}: {_CONFIG_FILE}: {exc}") from None
+        _check_file_keys(data, _CONFIG_FILE)
         _check_file_types(data, _CONFIG_FILE)
     return InitSettingsSource(settings_cls, init_kwargs=data)
+
+
+def _file_keys() -> dict[str | None, list[str]]:
+    """The valid keys of the config file by table (``None``: the top level, whose keys include the tables)."""
+    keys: dict[str | None, list[str]] = {None: list(Settings.model_fields)}
+    for s in SETTINGS:
+        if s.group is not None:
+            keys.setdefault(s.group, []).append(s.name)
+    return keys
+
+
+def _check_file_keys(data: dict[str, Any], path: Path) -> None:
+    """Refuse an unknown table or key of the config file, naming the file, the table and the key and
+    suggesting the closest valid one (``poll-interval`` -> ``poll_interval``, ``[logs]`` -> ``[log]``);
+    a key of another table is pointed there (``[log] enabled`` -> ``[gpu] enabled``).
+
+    Raises:
+        SettingsError: one line listing every unknown table and key.
+    """
+    valid = _file_keys()
+    tables = [t for t in valid if t is not None]
+    problems = []
+
+    def elsewhere(key: str, table: str | None) -> str | None:
+        for t in tables:
+            if t != table and (match := closest(key, valid[t])) and normalized(match) == normalized(key):
+                return f"[{t}] {match}"
+        return None
+
+    for key, value in data.items():
+        if key in valid[None]:
+            if key in tables and isinstance(value, dict):
+                for sub in value:
+                    if sub not in valid[key]:
+                        guess = closest(sub, valid[key]) or elsewhere(sub, key)
+                        problems.append(f"table [{key}] has no key {sub!r}"
+                                        + (f" (did you mean {guess}?)" if guess else ""))
+            continue
+        if isinstance(value, dict):
+            guess = closest(key, tables)
+            problems.append(f"there is no table [{key}]" + (f" (did you mean [{guess}]?)" if guess else
+                                                            f" (the tables are {', '.join(tables)})"))
+        else:
+            guess = closest(key, [k for k in valid[None] if k not in tables]) or elsewhere(key, None)
+            problems.append(f"the top level has no key {key!r}" + (f" (did you mean {guess}?)" if guess else ""))
+    if problems:
+        raise SettingsError(f"config file {path}: " + "; ".join(problems)
+                            + ". Keys are the setting names in snake case, one table per group")
+
+
+def unknown_environment(environ: dict[str, str] | os._Environ) -> list[str]:
+    """Warnings for environment variables that look like settings but are none (they are ignored).
+
+    A variable whose name starts with ``SGLANG_EXPORTER`` (any case) and is not a setting's variable
+    (``SGLANG_EXPORTER_LOG__PATH``) nor a group's (``SGLANG_EXPORTER_LOG``, which pydantic-settings
+    reads as JSON) gets one warning naming the variable meant, when one is close: a single underscore
+    (``SGLANG_EXPORTER_LOG_PATH``), a misspelt group or name.
+
+    Returns:
+        One message per such variable, sorted by name.
+    """
+    known = [s.env for s in SETTINGS] + [ENV_PREFIX + g.upper() for g in _file_keys() if g is not None]
+    warnings = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX.rstrip("_")) or upper in known:
+            continue
+        guess = closest(upper.removeprefix(ENV_PREFIX), [k.removeprefix(ENV_PREFIX) for k in known])
+        hint = (f"did you mean {ENV_PREFIX}{guess}?" if guess else
+                f"the variables are {ENV_PREFIX}<GROUP>__<NAME>, listed by {PROG} --help")
+        warnings.append(f"environment variable {name} is not a setting and is ignored; {hint}")
+    return warnings
 
 
 def _toml_value(value: Any) -> str:
@@ -502,59 +610,33 @@ def _names(loc: tuple[Any, ...]) -> str:
     return f"{'.'.join(parts) or 'settings'} (--{dotted}, {env})"
 
 
-def _join_repeated(args: list[str], flag: str) -> list[str]:
-    """Turn a repeated ``flag VALUE`` (or ``flag=VALUE``) into one ``flag V1,V2`` at the first place."""
-    values: list[str] = []
-    out: list[str] = []
-    first = None
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a == flag and i + 1 < len(args):
-            values.append(args[i + 1])
-            i += 2
-        elif a.startswith(flag + "="):
-            values.append(a[len(flag) + 1:])
-            i += 1
-        elif a == "--":
-            out += args[i:]
-            break
-        else:
-            out.append(a)
-            i += 1
-            continue
-        if first is None:
-            first = len(out)
-    if len(values) < 2:
-        return args
-    return out[:first] + [flag, ",".join(values)] + out[first:]
-
-
 def load_settings(argv: list[str] | None = None) -> Settings:
     """Build :class:`Settings` from ``argv`` (default ``sys.argv[1:]``), the environment and the file.
 
-    ``--help`` prints the help and exits 0; an unknown flag exits 2 (argparse).
+    ``--help`` and ``--version`` print and exit 0 (:class:`SystemExit`).
 
     Raises:
-        SettingsError: a value is invalid; the message names the setting.
+        SettingsError: an argument the command line cannot take (one line naming the flag, pointing
+            to ``--help``), a bad config file, or an invalid value (the message names the setting).
     """
     global _CONFIG_FILE
     import sys
 
     args = list(sys.argv[1:] if argv is None else argv)
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--config.file", dest="config_file")
-    known, _ = pre.parse_known_args(args)
-    args = _join_repeated(args, "--log.path")
-    args = _join_repeated(args, "--fpm.endpoints")
-    config_file = known.config_file or os.environ.get(ENV_PREFIX + "CONFIG__FILE")
+    try:
+        cli = parse_command_line(args, SETTINGS, inspect.cleandoc(Settings.__doc__ or ""))
+    except UsageError as exc:
+        raise SettingsError(f"{exc} (see {PROG} --help)") from None
+    config_file = cli.get("config", {}).get("file") or os.environ.get(ENV_PREFIX + "CONFIG__FILE")
     _CONFIG_FILE = Path(config_file) if config_file else None
     try:
-        return CliApp.run(Settings, cli_args=args)
+        return Settings(**cli)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
             msg = err.get("msg", "invalid value").removeprefix("Value error, ")
+            if err.get("type") == "bool_parsing":
+                msg = "must be true or false (or yes/no, on/off, 1/0)"
             got = "" if "got" in msg else f" (got {err.get('input')!r})"
             problems.append(f"setting {_names(tuple(err.get('loc', ())))}: {msg}{got}")
         raise SettingsError("; ".join(problems)) from None
@@ -562,4 +644,3 @@ def load_settings(argv: list[str] | None = None) -> Settings:
         raise SettingsError(f"settings: {exc}") from None
     finally:
         _CONFIG_FILE = None
-

@@ -45,7 +45,9 @@ def test_metrics_doc_table_matches_real_output(tmp_path: Path):
         names.update(exposed(one_shot(path)))
     log = tmp_path / "sglang.log"
     log.write_text("")
-    exp = Exporter("--log.path", str(log))
+    # A glob beside the path: families without samples are not exposed, and the glob's family has one
+    # sample per pattern (0 files here).
+    exp = Exporter("--log.path", f"{log},{tmp_path / 'other-*.log'}")
     try:
         names.update(exposed(exp.get("/metrics")[1]))
     finally:

@@ -13,8 +13,10 @@ from .poller import GpuPoller, GpuStatus, error_kind
 __all__ = ["GpuCollector", "GpuPoller", "GpuStatus", "error_kind", "make_poller"]
 
 
-def make_poller(settings) -> GpuPoller:
-    """Build the poller from :class:`exporter.settings.GpuSettings` (real NVML via nvidia-ml-py)."""
+def make_poller(settings, gpu_optional: bool = False) -> GpuPoller:
+    """Build the poller from :class:`exporter.settings.GpuSettings` (real NVML via nvidia-ml-py).
+
+    ``gpu_optional``: see :class:`GpuPoller` (True for the demo)."""
     from ..settings import parse_uuid_list
     from .nvml import load_pynvml
 
@@ -22,4 +24,5 @@ def make_poller(settings) -> GpuPoller:
     return GpuPoller(lambda: load_pynvml(path), poll_interval=settings.poll_interval,
                      cycle_timeout=settings.cycle_timeout, slow_poll_interval=settings.slow_poll_interval,
                      uuids=parse_uuid_list(settings.uuids or ""), uuids_file=settings.uuids_file,
-                     xid_events=settings.xid_events, unknown_error_threshold=settings.unknown_error_threshold)
+                     xid_events=settings.xid_events, unknown_error_threshold=settings.unknown_error_threshold,
+                     gpu_optional=gpu_optional)

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 #: Error kinds after which NVML must be initialised again (the whole library is gone).
 REINIT_KINDS = frozenset({"Uninitialized", "DriverNotLoaded", "LibRmVersionMismatch", "LibraryNotFound"})
+#: Init failures that mean "no NVIDIA driver on this machine" rather than a broken one.
+ABSENT_KINDS = frozenset({"LibraryNotFound", "DriverNotLoaded"})
 #: Error kinds that end the current device's cycle (the device, or access to it, is gone).
 DEVICE_KINDS = frozenset({"GpuIsLost", "Unknown", "ResetRequired", "GpuNotFound", "Timeout"})
 #: Error kinds meaning "this reading will never work here": cached, not asked again.
@@ -190,6 +192,9 @@ class GpuPoller:
         xid_wait_ms: Timeout of one ``nvmlEventSetWait_v2`` (bounds how long :meth:`stop` waits for
             the XID thread, since the wait cannot be interrupted).
         clock: Monotonic clock (seconds).
+        gpu_optional: The machine may well have no GPU (the demo): an NVML that is absent
+            (``LibraryNotFound``, ``DriverNotLoaded``) is said once at INFO ("GPU collector idle"),
+            not as a WARNING. Other init failures are warnings either way.
     """
 
     def __init__(self, loader: Callable[[], Any], *, poll_interval: float = 10.0,
@@ -198,8 +203,9 @@ class GpuPoller:
                  xid_events: bool = True, unknown_error_threshold: int = 3,
                  backoff: tuple[float, float] = (1.0, 60.0), stale_after: float | None = None,
                  xid_wait_ms: int = 500,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, gpu_optional: bool = False):
         self.loader = loader
+        self.gpu_optional = gpu_optional
         self.poll_interval = poll_interval
         self.cycle_timeout = cycle_timeout
         self.slow_poll_interval = slow_poll_interval
@@ -363,7 +369,13 @@ class GpuPoller:
             with self.lock:
                 first = self.init_error != kind
                 self.init_error = kind
-            (log.warning if first else log.debug)("NVML init failed (%s); retrying with backoff", kind)
+            if not first:
+                log.debug("NVML init failed (%s); retrying with backoff", kind)
+            elif self.gpu_optional and kind in ABSENT_KINDS:
+                log.info("GPU collector idle: no NVML on this machine (%s); sglang_gpu_up is 0 and no "
+                         "GPU readings are served (--gpu.enabled false turns the collector off)", kind)
+            else:
+                log.warning("NVML init failed (%s); retrying with backoff", kind)
             return
         nv = self.nv
         driver = cuda = ""

@@ -1,0 +1,292 @@
+"""The command as a new user meets it, through the real console script: --help, --version, one-line
+argument errors with exit code 2, boolean spellings, misspelt environment variables, unknown
+config-file keys, and a demo without a GPU that warns about nothing and exposes no empty family."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import CORPUS, ROOT, value
+from prometheus_client.parser import text_string_to_metric_families
+from test_e2e import DEADLINE, Exporter, command
+
+import exporter
+from exporter.flags import BOOL_WORDS
+from exporter.settings import SETTINGS, load_settings
+from exporter.status import ExitStatus
+
+LOG = str(CORPUS / "007-decode-oom-retract-tp16.log")
+
+
+def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The real command with ``args``; the environment holds no SGLANG_EXPORTER_* but ``env``'s."""
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("SGLANG_EXPORTER")}
+    return subprocess.run([*command(), *args], capture_output=True, text=True, timeout=60,
+                          env={**base, "COLUMNS": "100", **(env or {})}, cwd=cwd)
+
+
+def one_error_line(r: subprocess.CompletedProcess) -> str:
+    """The single stderr line of a usage error (exit 2, nothing on stdout, no usage dump)."""
+    assert r.returncode == ExitStatus.USAGE, (r.returncode, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("sglang-exporter: error: ") and r.stdout == ""
+    assert "usage:" not in r.stderr and "Traceback" not in r.stderr
+    return lines[0]
+
+
+# --- item 3: --help, --version, argument errors ------------------------------------------------
+
+def test_help_names_report_gives_one_example_each_and_lists_every_exit_status():
+    r = run("--help")
+    assert r.returncode == 0 and r.stderr == ""
+    text = r.stdout
+    examples = text[text.index("examples:"):text.index("exit status:")]
+    assert "sglang-exporter --log.path /logs/sglang.log\n" in examples          # serve a live log
+    assert "sglang-exporter --one-shot --log.path server.log" in examples      # one-shot a recorded log
+    assert "sglang-exporter report server.log\n" in examples                   # report on a recorded log
+    assert "sglang-exporter report --help" in text
+    statuses = text[text.index("exit status:"):]
+    for member in ExitStatus:
+        assert re.search(rf"^  {int(member)}  \S", statuses, re.M), member
+    assert re.search(r"^  2  A bad setting or argument", statuses, re.M)
+    assert len(re.findall(r"^  \d+  ", statuses, re.M)) == len(ExitStatus)
+
+
+def test_help_placeholders_read_as_values():
+    text = run("--help").stdout
+    for s in SETTINGS:
+        assert s.synopsis in text, s.synopsis
+    for token in ("{str,None}", "{int,None}", "None}"):
+        assert token not in text
+    # No bare type names as placeholders (the old help had '--log.poll-interval float').
+    assert not re.findall(r"--[a-z.-]+ (?:float|int|str|bool)\b", text)
+    assert "--log.path PATH" in text and "--log.poll-interval SECONDS" in text
+    assert "--web.listen-address HOST:PORT" in text and "--log.max-line-bytes BYTES" in text
+    assert "--log.from-beginning[=BOOL], --no-log.from-beginning" in text
+    assert "--gpu.enabled[=BOOL], --no-gpu.enabled" in text
+
+
+def test_version_prints_the_version_and_exits_0():
+    r = run("--version")
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"sglang-exporter {exporter.__version__}\n", "")
+
+
+@pytest.mark.parametrize("args", [["server.log"], ["--one-shot", "server.log"], ["server.log", "--one-shot"]])
+def test_a_bare_path_gets_one_line_suggesting_the_flag_and_the_report(args):
+    line = one_error_line(run(*args))
+    assert "--log.path server.log" in line and "sglang-exporter report server.log" in line
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--log.path", LOG, "--bogus"], "unknown flag --bogus (see sglang-exporter --help)"),
+    (["--log.path", LOG, "--bogus=3"], "unknown flag --bogus (see sglang-exporter --help)"),
+    (["--log.path", LOG, "--log.poll_interval", "2"],
+     "unknown flag --log.poll_interval; did you mean --log.poll-interval? (see sglang-exporter --help)"),
+    (["-log.path", LOG], "unknown flag -log.path; did you mean --log.path?"),
+    (["--log.pa", LOG], "did you mean --log.path?"),  # no abbreviations: a prefix is not the flag
+    (["--log.path"], "--log.path needs a value (see sglang-exporter --help)"),
+    (["--log.path", LOG, "--gpu.enabled", "maybe"],
+     "--gpu.enabled: expected true or false (or yes/no, on/off, 1/0), got 'maybe'"),
+    (["--log.path", LOG, "--demo=sometimes"], "--demo: expected true or false"),
+])
+def test_argument_errors_are_one_line_naming_the_flag_and_pointing_to_help(args, expected):
+    line = one_error_line(run(*args))
+    assert expected in line
+    assert line.endswith("(see sglang-exporter --help)")
+
+
+def test_value_errors_are_one_line_naming_flag_and_variable():
+    line = one_error_line(run("--log.path", LOG, "--log.poll-interval", "0"))
+    assert "--log.poll-interval" in line and "SGLANG_EXPORTER_LOG__POLL_INTERVAL" in line
+    line = one_error_line(run("--one-shot", "--log.path", LOG, env={"SGLANG_EXPORTER_GPU__ENABLED": "maybe"}))
+    assert "SGLANG_EXPORTER_GPU__ENABLED" in line and "must be true or false" in line
+
+
+BOOLS = [s for s in SETTINGS if s.is_bool]
+
+
+@pytest.mark.parametrize("flag", [s.flag for s in BOOLS])
+def test_every_boolean_flag_takes_the_same_spellings(flag):
+    setting = next(s for s in BOOLS if s.flag == flag)
+
+    def parsed(*args: str) -> bool:
+        s = load_settings(["--log.path", "x", *args])
+        group = getattr(s, setting.group) if setting.group else s
+        return getattr(group, setting.name)
+
+    assert parsed(flag) is True
+    assert parsed("--no-" + flag[2:]) is False
+    for word, expected in [("true", True), ("false", False), ("yes", True), ("no", False), ("on", True),
+                           ("off", False), ("1", True), ("0", False), ("FALSE", False)]:
+        assert word.lower() in BOOL_WORDS
+        assert parsed(flag, word) is expected, (flag, word)
+        assert parsed(f"{flag}={word}") is expected, (flag, word)
+    # A bare flag before another flag or at the end is true; the next flag is still read.
+    assert parsed(flag, "--log.poll-interval", "2") is True
+
+
+def test_boolean_flags_through_the_real_command(tmp_path):
+    """What worked before keeps working, and the spellings that did not now do."""
+    for args in (["--log.from-beginning", "false"],      # refused before ("unrecognized arguments: false")
+                 ["--log.from-beginning"], ["--no-log.from-beginning"],
+                 ["--gpu.enabled", "false"], ["--gpu.enabled=false"],  # worked before
+                 ["--gpu.enabled"], ["--no-gpu.enabled"],             # refused before
+                 ["--one-shot=true"]):
+        r = run("--one-shot", "--log.path", LOG, *args)
+        assert r.returncode == 0, (args, r.stderr)
+        assert value(r.stdout, "sglang_scheduler_retractions_total", dp_rank="0") > 0
+    r = run("--log.path", LOG, env={"SGLANG_EXPORTER_ONE_SHOT": "yes"})
+    assert r.returncode == 0 and "sglang_scheduler_batches_total" in r.stdout
+
+
+# --- item 5: environment variables and config-file keys ---------------------------------------
+
+def test_a_variable_that_looks_like_ours_gets_one_warning_naming_the_right_one():
+    r = run("--one-shot", "--log.path", LOG, env={"SGLANG_EXPORTER_LOG_PATH": "/x.log"})
+    assert r.returncode == 0
+    warnings = [line for line in r.stderr.splitlines() if "WARNING" in line]
+    assert len(warnings) == 1, r.stderr
+    assert warnings[0].endswith("environment variable SGLANG_EXPORTER_LOG_PATH is not a setting and is "
+                                "ignored; did you mean SGLANG_EXPORTER_LOG__PATH?")
+    # The misspelling is why log.path is missing: the warning comes before the one-line error.
+    r = run(env={"SGLANG_EXPORTER_LOG_PATH": LOG})
+    assert r.returncode == 2
+    first, second = r.stderr.splitlines()
+    assert " WARNING " in first and first.endswith("did you mean SGLANG_EXPORTER_LOG__PATH?")
+    assert second.startswith("sglang-exporter: error: setting log.path")
+    # When the settings themselves are refused, before logging is set up, the warning is a plain line.
+    r = run("--log.poll-interval", "0", env={"SGLANG_EXPORTER_LOG_PATH": LOG})
+    first, second = r.stderr.splitlines()
+    assert first == ("sglang-exporter: warning: environment variable SGLANG_EXPORTER_LOG_PATH is not a "
+                     "setting and is ignored; did you mean SGLANG_EXPORTER_LOG__PATH?")
+    assert second.startswith("sglang-exporter: error: setting log.poll_interval") and r.returncode == 2
+
+
+@pytest.mark.parametrize("name, meant", [
+    ("SGLANG_EXPORTER_LGO__PATH", "SGLANG_EXPORTER_LOG__PATH"),          # a misspelt group
+    ("SGLANG_EXPORTER_GPU__ENABLE", "SGLANG_EXPORTER_GPU__ENABLED"),     # a misspelt name
+    ("SGLANG_EXPORTER__ONE_SHOT", "SGLANG_EXPORTER_ONE_SHOT"),           # a doubled underscore
+    ("sglang_exporter_web_listen_address", "SGLANG_EXPORTER_WEB__LISTEN_ADDRESS"),
+])
+def test_misspelt_variables_are_named_with_the_variable_meant(name, meant):
+    r = run("--one-shot", "--log.path", LOG, env={name: "1"})
+    assert r.returncode == 0
+    assert f"environment variable {name} is not a setting and is ignored; did you mean {meant}?" in r.stderr
+
+
+def test_real_variables_and_unrelated_ones_get_no_warning():
+    r = run("--one-shot", env={"SGLANG_EXPORTER_LOG__PATH": LOG, "sglang_exporter_gpu__enabled": "false",
+                                 "SGLANG_LOG_LEVEL": "info", "SGLANG_EXPORTER_LOG": '{"level": "info"}'})
+    assert r.returncode == 0 and r.stderr == ""
+
+
+@pytest.mark.parametrize("toml, expected", [
+    ("[log]\npoll-interval = 2\n", "table [log] has no key 'poll-interval' (did you mean poll_interval?)"),
+    ("[logs]\npath = 'x'\n", "there is no table [logs] (did you mean [log]?)"),
+    ("[log]\nenabled = false\n", "table [log] has no key 'enabled' (did you mean [gpu] enabled?)"),
+    ("demoo = true\n", "the top level has no key 'demoo' (did you mean demo?)"),
+    ("path = 'x'\n", "the top level has no key 'path' (did you mean [log] path?)"),
+    ("[metrics]\nx = 1\n", "there is no table [metrics] (the tables are log, web, sglang, gpu, fpm, config)"),
+])
+def test_unknown_config_file_keys_name_file_table_key_and_suggest(tmp_path, toml, expected):
+    (tmp_path / "exporter.toml").write_text(toml)
+    line = one_error_line(run("--config.file", "exporter.toml", cwd=tmp_path))
+    assert line.startswith("sglang-exporter: error: config file exporter.toml: ")
+    assert expected in line
+
+
+def test_every_unknown_key_of_a_file_is_named_at_once(tmp_path):
+    (tmp_path / "exporter.toml").write_text("[log]\npoll-interval = 2\nwatchmode = 'poll'\n[gpus]\nx = 1\n")
+    line = one_error_line(run("--config.file", "exporter.toml", cwd=tmp_path))
+    assert "'poll-interval'" in line and "(did you mean watch_mode?)" in line and "[gpus]" in line
+
+
+# --- item 6: the demo on a machine without a GPU ------------------------------------------------
+
+def _families_without_samples(text: str) -> list[str]:
+    """Families whose HELP/TYPE block has no sample line (parsed from the raw text, not trusted to a parser)."""
+    empty, current, seen = [], None, False
+    for line in text.splitlines() + ["# HELP end"]:
+        if line.startswith("# HELP "):
+            if current is not None and not seen:
+                empty.append(current)
+            current, seen = line.split()[2], False
+        elif line and not line.startswith("#"):
+            seen = True
+    return empty
+
+
+def test_demo_without_nvml_warns_about_nothing_and_exposes_no_empty_family(tmp_path, promtool):
+    # Force NVML's absence, so that this holds on a machine with a GPU too (as tests/test_gpu_e2e.py does).
+    missing = str(tmp_path / "missing" / "libnvidia-ml.so.1")
+    exp = Exporter("--demo", "--gpu.nvml-library-path", missing, "--gpu.poll-interval", "0.5",
+                   "--gpu.cycle-timeout", "0.5")
+    try:
+        exp.wait_for(lambda m: value(m, "sglang_gpu_init_error", kind="LibraryNotFound") == 1
+                     and (value(m, "sglang_scheduler_batches_total", dp_rank="0", phase="decode") or 0) > 0,
+                     "the GPU collector's missing library and the demo's first decode batches")
+        status, body = exp.get("/metrics")
+        assert status == 200
+        assert _families_without_samples(body) == []
+        assert all(f.samples for f in text_string_to_metric_families(body))
+        assert value(exp.metrics(), "sglang_gpu_up") == 0
+        r = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        assert exp.terminate() == 0
+    end = time.monotonic() + DEADLINE
+    while not any("shutting down" in line for line in exp.stderr_lines) and time.monotonic() < end:
+        time.sleep(0.05)
+    stderr = "".join(exp.stderr_lines)
+    assert "shutting down" in stderr
+    assert " WARNING " not in stderr and " ERROR " not in stderr, stderr
+    idle = [line for line in exp.stderr_lines if "GPU collector idle" in line]
+    assert len(idle) == 1 and " INFO " in idle[0] and "LibraryNotFound" in idle[0], stderr
+
+
+def test_one_shot_exposes_no_empty_family():
+    r = run("--one-shot", "--log.path", LOG)
+    assert r.returncode == 0 and "sglang_scheduler_batches_total" in r.stdout
+    assert _families_without_samples(r.stdout) == []
+
+
+def _nvml_error(code_name: str):
+    import pynvml
+
+    def loader():
+        raise pynvml.NVMLError(getattr(pynvml, code_name))
+    return loader
+
+
+@pytest.mark.parametrize("gpu_optional, code, level", [
+    (True, "NVML_ERROR_LIBRARY_NOT_FOUND", logging.INFO),     # the demo on a machine without a GPU
+    (True, "NVML_ERROR_DRIVER_NOT_LOADED", logging.INFO),
+    (True, "NVML_ERROR_NO_PERMISSION", logging.WARNING),      # a broken GPU is still a warning
+    (False, "NVML_ERROR_LIBRARY_NOT_FOUND", logging.WARNING),  # serving a real log: the GPU is expected
+])
+def test_gpu_absence_is_info_only_where_no_gpu_is_expected(gpu_optional, code, level, caplog):
+    from exporter.gpu.poller import GpuPoller
+
+    poller = GpuPoller(_nvml_error(code), xid_events=False, gpu_optional=gpu_optional)
+    with caplog.at_level(logging.DEBUG, logger="exporter.gpu.poller"):
+        poller.run_cycle()
+        poller.run_cycle()  # a repeated failure is said once, then at debug
+    said = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert [r.levelno for r in said] == [level], [(r.levelname, r.getMessage()) for r in said]
+
+
+# --- docs ----------------------------------------------------------------------------------------
+
+def test_configuration_doc_has_a_row_for_every_exit_status():
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    table = text[text.index("## Exit codes"):]
+    table = table[:table.index("\n## ")]
+    for member in ExitStatus:
+        assert re.search(rf"^\| {int(member)} \|", table, re.M), f"docs/configuration.md: no row for {member!r}"
