@@ -9,8 +9,9 @@ not-firing case in ``deploy/prometheus/tests/sglang-alerts.test.yml``.
 
 from __future__ import annotations
 
-from .config import Config
-from .promql import by, num, percent, scheduler_ref, short_seconds, the_last, words
+from .config import FPM, LOG, NATIVE, Config
+from .promql import (by, indent, num, percent, prefer, prefer_condition, scheduler_ref, short_seconds, source,
+                     the_last, words)
 from .rulefile import Alert, Group
 
 HEADER = """\
@@ -26,63 +27,92 @@ Annotations: summary (static), description (templated), runbook_url ({base}#<ale
 """
 
 
+def _if_native(native: str, other: str) -> str:
+    """A description part that depends on the alert's source label."""
+    return f'{{{{ if eq $labels.source "{NATIVE}" }}}}{native}{{{{ else }}}}{other}{{{{ end }}}}'
+
+
 def scheduler_alerts(cfg: Config) -> list[Alert]:
     a = cfg.alerts
     R = cfg.record
     who = f"{scheduler_ref(cfg)} of {{{{ $labels.{cfg.group_label} }}}}"
     on = f"on ({by(cfg)})"
-    retraction, kv, bound, recompute, growing, wait, stale = (
+    retraction, kv, bound, recompute, growing, wait, stale, stalled = (
         a[n] for n in ("SGLangRetractionRatioHigh", "SGLangKVCacheSaturated", "SGLangBatchBoundByKV",
                        "SGLangRecomputeShareHigh", "SGLangQueueGrowing", "SGLangQueueWaitHigh",
-                       "SGLangSchedulerLogStale"))
+                       "SGLangSchedulerLogStale", "SGLangSchedulerStalled"))
+    kv_observed = R("kv_usage_observed", "mean_rate{w}")
+    kv_best = prefer(cfg, "kv_usage", {s: source(kv_observed, s) for s in (LOG, NATIVE)})
+    p50 = prefer(cfg, "batch_size", {s: source(R("decode_batch_size", "histogram_quantile_rate{w}"), s, 'quantile="0.5"')
+                                     for s in (FPM, LOG)})
+    queue = R("queue_requests", "max")
+    wait_q = num(cfg.queue_wait_quantile)
+    queue_wait = prefer(cfg, "queue_wait", {
+        NATIVE: source(R("queue_wait_seconds", "histogram_quantile_rate{w}"), NATIVE, f'quantile="{wait_q}"'),
+        LOG: source(R("queue_wait_seconds", "mean_rate{w}"), LOG)})
+    growing_cond = {s: f"deriv({source(queue, s)}[{growing.window}]) * 60 > {num(growing.threshold)}\n"
+                       f"and {on}\n{source(queue, s)} > {num(growing.guard)}" for s in (LOG, NATIVE)}
+    batches = R("batches", "rate{w}")
+    stale_present = " or ".join(source(batches, s) for s in cfg.sources("stale") if s != NATIVE)
     return [
         Alert("SGLangRetractionRatioHigh",
               f"{R('retractions_per_batch', 'ratio_rate{w}')} > {num(retraction.threshold)}",
               "warning", "SGLang retracts requests in more than the acceptable share of batches.",
-              f"""Scheduler {who} retracted requests in {{{{ $value | humanizePercentage }}}} of its batches
-              (retraction events / (prefill batches + decode steps), {cfg.rate_window}) for {words(retraction.for_)};
+              f"""Scheduler {who} {_if_native(
+                  f"counted retracted requests equal to {{{{ $value | humanizePercentage }}}} of its batches (SGLang's "
+                  f"own sglang:num_retracted_requests_total per forward pass, {cfg.rate_window}: it counts retracted "
+                  f"requests, not retraction events, so this is an upper bound of the share of batches with a "
+                  f"retraction)",
+                  f"retracted requests in {{{{ $value | humanizePercentage }}}} of its batches (retraction events / "
+                  f"(prefill batches + decode steps), {cfg.rate_window})")} for {words(retraction.for_)};
               the threshold is {percent(retraction.threshold)}. The running-request ceiling is too high for the KV
               cache at the current request lengths: work is being computed twice.""",
-              "method.md: more than 5% of batches preempted means the ceiling is too high."),
-        Alert("SGLangKVCacheSaturated", f"{R('kv_usage_observed', 'mean_rate{w}')} > {num(kv.threshold)}",
+              "method.md: more than 5% of batches preempted means the ceiling is too high.\n"
+              "One series per scheduler: the log's events where a sidecar reads the log, else SGLang's retracted\n"
+              "requests (label source)."),
+        Alert("SGLangKVCacheSaturated", f"(\n{indent(kv_best)}\n) > {num(kv.threshold)}",
               "warning", "SGLang's KV cache has been nearly full for a sustained time.",
-              f"""Scheduler {who} ran its batches with a mean KV-cache occupancy of
+              f"""Scheduler {who} {_if_native("had a mean KV-cache occupancy (SGLang's sglang:token_usage) of",
+                                             "ran its batches with a mean KV-cache occupancy of")}
               {{{{ $value | humanizePercentage }}}} (threshold {percent(kv.threshold)}) for {words(kv.for_)}. New
               requests wait for KV pages and running ones risk retraction.""",
-              f"Mean KV-cache occupancy over the batches of {cfg.rate_window}."),
+              f"Mean KV-cache occupancy over {cfg.rate_window}: the log's batch lines, else SGLang's token_usage."),
         Alert("SGLangBatchBoundByKV",
-              f"(\n  {R('decode_batch_size', 'histogram_quantile_rate{w}')}{{quantile=\"0.5\"}}\n  / {on}\n"
-              f"  {R('max_running_requests', 'max')}\n) < {num(bound.threshold)}\nand {on}\n"
-              f"{R('kv_usage_observed', 'mean_rate{w}')} > {num(bound.guard)}",
+              f"(\n  (\n{indent(p50, 4)}\n  )\n  / {on}\n"
+              f"  {source(R('max_running_requests', 'max'), LOG)}\n) < {num(bound.threshold)}\nand {on}\n"
+              f"(\n{indent(kv_best)}\n) > {num(bound.guard)}",
               "info", "SGLang's running batch is bounded by KV-cache memory, not by the configured ceiling.",
               f"""Scheduler {who} ran a median decode batch of only {{{{ $value | humanizePercentage }}}} of its
               configured max_running_requests while the KV cache was more than {percent(bound.guard)} full, for
               {words(bound.for_)}. Requests are larger than the ceiling assumed; raising the ceiling will not
               raise the batch.""",
               f"Decode batch p50 below {num(bound.threshold)} x max_running_requests while mean KV occupancy > "
-              f"{num(bound.guard)}."),
+              f"{num(bound.guard)}.\nNeeds the sidecar: SGLang's own metrics have no batch-size distribution and "
+              f"no ceiling."),
         Alert("SGLangRecomputeShareHigh",
               f"{R('recomputed_tokens_per_computed_token', 'ratio_rate{w}')} > {num(recompute.threshold)}",
               "warning", 'A large share of SGLang\'s throughput is recomputation ("fake throughput").',
               f"""Scheduler {who} spent {{{{ $value | humanizePercentage }}}} of its computed tokens on recomputing
               retracted requests (threshold {percent(recompute.threshold)}) for {words(recompute.for_)}; the reported
               tokens/s overstate useful work by that share.""",
-              "Share of computed tokens that are recomputed tokens of retracted requests."),
+              "Share of computed tokens that are recomputed tokens of retracted requests (the sidecar only)."),
         Alert("SGLangQueueGrowing",
-              f"deriv({R('queue_requests', 'max')}[{growing.window}]) * 60 > {num(growing.threshold)}\n"
-              f"and {on}\n{R('queue_requests', 'max')} > {num(growing.guard)}",
+              prefer_condition(cfg, "queue_requests", growing_cond, {s: source(queue, s) for s in (LOG, NATIVE)}),
               "warning", "SGLang's waiting queue keeps growing.",
               f"""The waiting queue of scheduler {who} has grown by {{{{ $value | humanize }}}} requests per minute
               (threshold {num(growing.threshold)}/min, with more than {num(growing.guard)} waiting) for
               {words(growing.for_)}: requests arrive faster than the scheduler admits them.""",
               f"Queue slope in requests per minute (least squares over {growing.window}) while more than "
-              f"{num(growing.guard)} wait."),
-        Alert("SGLangQueueWaitHigh", f"{R('queue_wait_seconds', 'mean_rate{w}')} > {num(wait.threshold)}",
+              f"{num(growing.guard)} wait; the log's #queue-req, else SGLang's num_queue_reqs."),
+        Alert("SGLangQueueWaitHigh", f"(\n{indent(queue_wait)}\n) > {num(wait.threshold)}",
               "warning", "Requests wait long in SGLang's queue before they are admitted.",
-              f"""Requests to scheduler {who} waited {{{{ $value | humanizeDuration }}}} on average in the queue
-              (Little's law over {cfg.rate_window}; threshold {num(wait.threshold)}s) for {words(wait.for_)}. This
-              time adds directly to TTFT.""",
-              "Mean queue wait (Little's law). Online chat: lower it; offline batch: raise or silence."),
+              f"""Requests to scheduler {who} waited {{{{ $value | humanizeDuration }}}} {_if_native(
+                  f"at the {num(cfg.queue_wait_quantile * 100)}th percentile (SGLang's sglang:queue_time_seconds, "
+                  f"measured per request over {cfg.rate_window}",
+                  f"on average in the queue (Little's law over {cfg.rate_window}")}; threshold {num(wait.threshold)}s) for
+              {words(wait.for_)}. This time adds directly to TTFT.""",
+              f"Queue wait: the p{num(cfg.queue_wait_quantile * 100)} of SGLang's measured queue_time_seconds, "
+              f"else the mean by Little's law (sidecar).\nOnline chat: lower it; offline batch: raise or silence."),
         Alert("SGLangSchedulerLogStale",
               f"(time() - sglang_scheduler_last_stats_line_timestamp_seconds) > {num(stale.threshold)}\nand\n"
               f"last_over_time(sglang_scheduler_queue_requests[{stale.window}]) > 0",
@@ -95,6 +125,16 @@ def scheduler_alerts(cfg: Config) -> list[Alert]:
               The scheduler is hung, crashed, or its logging changed.""",
               "No Prefill/Decode batch line for a while although the last one showed waiting requests.\n"
               "Per target (not per group): staleness is a property of what one sidecar reads."),
+        Alert("SGLangSchedulerStalled",
+              f"{source(queue, NATIVE)} > 0\nand {on}\n{source(batches, NATIVE)} == 0\nunless {on}\n"
+              f"({stale_present})",
+              "critical", "SGLang's scheduler ran no forward pass while requests were waiting.",
+              f"""Scheduler {who} ran no forward pass in {the_last(cfg.rate_window)} (SGLang's own
+              sglang:cuda_graph_passes_total stood still) although its latest report showed
+              {{{{ $value | humanize }}}} waiting requests, for {words(stalled.for_)}. The scheduler is hung or
+              crashed while the HTTP server still serves /metrics.""",
+              "SGLang's own metrics (0.5.7+): no forward pass while its last report had waiting requests.\n"
+              "Only for schedulers no sidecar reads: where one does, SGLangSchedulerLogStale says more."),
     ]
 
 

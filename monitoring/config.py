@@ -56,10 +56,14 @@ def _alerts() -> Mapping[str, Alerting]:
         "SGLangRecomputeShareHigh": Alerting(threshold=0.1, for_="15m"),
         # queue slope in requests per minute (least squares over window) while more than guard wait
         "SGLangQueueGrowing": Alerting(threshold=3, window="15m", guard=10, for_="15m"),
-        # mean queue wait by Little's law, seconds. Online chat: about 1 s; offline: raise or silence.
+        # queue wait, seconds: the p90 of SGLang's measured queue_time_seconds where SGLang's metrics are
+        # scraped, else the mean by Little's law (sidecar). Online chat: about 1 s; offline: raise or silence.
         "SGLangQueueWaitHigh": Alerting(threshold=10, for_="10m"),
         # seconds without a Prefill/Decode batch line, when the last line within window had waiting requests
         "SGLangSchedulerLogStale": Alerting(threshold=300, window="30m", for_="5m"),
+        # SGLang's own metrics: no forward pass within the rate window while the last report had waiting
+        # requests (only where no sidecar reads the scheduler's log: SGLangSchedulerLogStale covers it there)
+        "SGLangSchedulerStalled": Alerting(for_="5m"),
         "SGLangExporterDown": Alerting(for_="5m"),
         # malformed share of the scheduler lines read over window
         "SGLangExporterParseErrors": Alerting(threshold=0.01, window="10m", for_="15m"),
@@ -78,6 +82,42 @@ def _alerts() -> Mapping[str, Alerting]:
     })
 
 
+#: The values of the ``source`` label of the normalised series: where a scheduler figure comes from.
+LOG = "log"                 # the sidecar reading the scheduler log (sglang_scheduler_*; every SGLang version)
+FPM = "fpm"                 # the sidecar following SGLang's per-forward-pass stream (issue 14; exact per pass)
+NATIVE = "sglang_metrics"   # SGLang's own /metrics (--enable-metrics; sglang:* names; 0.5.7+ for the 5% rule)
+SOURCES = (LOG, FPM, NATIVE)
+
+
+def _precedence() -> Mapping[str, tuple[str, ...]]:
+    """Which source a figure is taken from where several describe the same scheduler: the first
+    present one (docs/alerts.md, "Which source wins"). Never two: alerts page once per scheduler."""
+    return MappingProxyType({
+        # the denominator of the 5% rule: fpm counts every forward pass; the log counts prefill batches
+        # and estimates decode steps (Decode batch lines x decode_log_interval) in every SGLang version;
+        # SGLang's sglang:cuda_graph_passes_total counts decode passes since 0.5.7, prefill ones since 0.5.10
+        "batches": (FPM, LOG, NATIVE),
+        # the numerator: the log counts retraction EVENTS; SGLang's sglang:num_retracted_requests_total
+        # counts retracted REQUESTS (an upper bound of the events). The log wins where it sees the
+        # scheduler (batches or retractions in the window).
+        "retractions": (LOG, NATIVE),
+        # batch-size distribution: fpm observes every pass, the log one decode step in decode_log_interval
+        "batch_size": (FPM, LOG),
+        # KV occupancy: the log observes every batch line; SGLang's sglang:token_usage is the same figure,
+        # sampled once per scrape
+        "kv_usage": (LOG, NATIVE),
+        # running and waiting requests: the same report (#running-req, #queue-req) either way
+        "running_requests": (LOG, NATIVE),
+        "queue_requests": (LOG, NATIVE),
+        # queue wait: SGLang measures every request (sglang:queue_time_seconds, 0.5.3+); the sidecar
+        # estimates the mean by Little's law from sampled queue lengths
+        "queue_wait": (NATIVE, LOG),
+        # a stopped scheduler: SGLangSchedulerLogStale (log) wins; SGLangSchedulerStalled (SGLang's
+        # metrics) fires only for schedulers no sidecar reads
+        "stale": (LOG, NATIVE),
+    })
+
+
 @dataclass(frozen=True)
 class Config:
     """The monitoring configuration (defaults: what is shipped). Every field is used by the rules,
@@ -87,20 +127,38 @@ class Config:
     runbook_base: str = RUNBOOK_BASE
 
     #: The labels that tell one scheduler from another inside one SGLang server. Issue 13 (SGLang
-    #: Omni stages) makes this ("stage", "dp_rank"): rules, alerts and dashboards follow.
+    #: Omni stages) makes this ("stage", "dp_rank"): rules, alerts and dashboards follow. The one
+    #: place that decides a scheduler's identity: every source is joined on these (plus the target
+    #: and group labels below), never on job, instance or container.
     scheduler_labels: tuple[str, ...] = ("dp_rank",)
+    #: The value a scheduler label takes on a series that lacks it: SGLang's own metrics carry no
+    #: dp_rank with one DP rank, where the sidecar writes dp_rank="0". A label not named here
+    #: (stage) is simply empty on such a series, as it is for plain SGLang on the sidecar.
+    scheduler_label_defaults: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({"dp_rank": "0"}))
     #: Labels above the scheduler that the recording rules keep (from the scrape configuration).
-    target_labels: tuple[str, ...] = ("namespace", "job")
+    #: Not job: the sidecar and SGLang's /metrics are two scrape targets of one pod.
+    target_labels: tuple[str, ...] = ("namespace",)
     #: The label that tells Prometheus which pods report the same server (a multi-node group,
-    #: merged with max); a target without it is a group of its own, named after group_default_from.
+    #: merged with max); a target without it is a group of its own, named after the first of
+    #: group_default_from it has (the pod, so that the sidecar and SGLang's /metrics of one pod
+    #: meet; outside Kubernetes the instance, or a pod label set in the scrape configuration).
     group_label: str = "sglang_group"
-    group_default_from: str = "instance"
-    #: First part of every recording rule's name (level:metric:operations).
+    group_default_from: tuple[str, ...] = ("pod", "instance")
+    #: First part of every per-scheduler recording rule's name (level:metric:operations).
     level: str = "group_dp_rank"
+    #: First part of the per-server recording rules (SGLang's request latency histograms come from
+    #: its tokenizer process: one per server, no scheduler labels).
+    server_level: str = "group"
+    #: Which source wins per figure where several describe one scheduler (see _precedence).
+    precedence: Mapping[str, tuple[str, ...]] = field(default_factory=_precedence)
     #: The range of every rate of the recording rules (alerts add their for: on top).
     rate_window: str = "5m"
-    #: Quantiles of the batch-size histograms recorded per phase.
+    #: Quantiles of the batch-size (and queue-time) histograms recorded per phase.
     batch_quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
+    #: Quantiles of SGLang's request latency histograms (TTFT, ITL, E2E) recorded per server.
+    latency_quantiles: tuple[float, ...] = (0.5, 0.99)
+    #: The quantile of sglang:queue_time_seconds that SGLangQueueWaitHigh compares (one of batch_quantiles).
+    queue_wait_quantile: float = 0.9
 
     #: method.md sections 3 and 5: configure the running-request ceiling at 60-70% of the requests
     #: the KV pool holds (fragmentation, length variance). Recorded as the safe capacity; the
@@ -119,8 +177,18 @@ class Config:
 
     @property
     def group_by(self) -> tuple[str, ...]:
-        """The labels of one recorded scheduler series: target labels, group label, scheduler labels."""
+        """The labels of one recorded scheduler series, and the join of its sources: target labels,
+        group label, scheduler labels (the ``source`` label comes on top)."""
         return (*self.target_labels, self.group_label, *self.scheduler_labels)
+
+    @property
+    def server_by(self) -> tuple[str, ...]:
+        """The labels of one recorded server series (SGLang's request latency): target and group labels."""
+        return (*self.target_labels, self.group_label)
+
+    def sources(self, figure: str) -> tuple[str, ...]:
+        """The sources of a figure, most exact first (``precedence``)."""
+        return self.precedence[figure]
 
     def runbook_url(self, alert: str) -> str:
         """Absolute URL of an alert's section: ``<runbook_base>#<alert name in lower case>``."""
@@ -130,6 +198,11 @@ class Config:
         """Name of a recording rule: ``<level>:sglang_scheduler_<metric>:<operation>``, where
         ``{w}`` in ``operation`` is the rate window (``rate{w}`` -> ``rate5m``)."""
         return f"{self.level}:sglang_scheduler_{metric}:{operation.format(w=self.rate_window)}"
+
+    def record_server(self, metric: str, operation: str) -> str:
+        """Name of a per-server recording rule: ``<server_level>:sglang_<metric>:<operation>`` (SGLang's
+        own histogram name after ``sglang:``; never in the sglang_scheduler_* namespace)."""
+        return f"{self.server_level}:sglang_{metric}:{operation.format(w=self.rate_window)}"
 
 
 DEFAULT = Config()

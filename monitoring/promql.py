@@ -25,24 +25,80 @@ def indent(text: str, by: int = 2) -> str:
 
 
 def by(cfg: Config, *split: str) -> str:
-    """``namespace, job, sglang_group, dp_rank[, split...]``: the labels of one recorded scheduler."""
+    """``namespace, sglang_group, dp_rank[, split...]``: the labels of one recorded scheduler, and the
+    join of its sources."""
     return ", ".join((*cfg.group_by, *split))
 
 
+def _label_replace(expr: str, dst: str, replacement: str, src: str, regex: str) -> str:
+    return f'label_replace({expr}, "{dst}", "{replacement}", "{src}", "{regex}")'
+
+
+def _scheduler_defaults(cfg: Config, expr: str) -> str:
+    """Give a series of SGLang's own metrics the scheduler labels it lacks (no dp_rank with one DP
+    rank becomes dp_rank="0", as the sidecar writes it)."""
+    for label, value in cfg.scheduler_label_defaults.items():
+        if label in cfg.scheduler_labels:
+            expr = _label_replace(expr, label, value, label, "")
+    return expr
+
+
+def _group_default(cfg: Config, expr: str) -> str:
+    """``sglang_group`` from the first non-empty label of ``group_default_from`` (pod, else instance)."""
+    for label in reversed(cfg.group_default_from):
+        expr = _label_replace(expr, cfg.group_label, "$1", label, "(.+)")
+    return expr
+
+
 def per_group(cfg: Config, fn: Callable[[str], str], metric: str, matchers: str = "",
-              split: tuple[str, ...] = ()) -> str:
+              split: tuple[str, ...] = (), *, native: bool = False, server: bool = False) -> str:
     """The pods of one group merged with max, per scheduler (and per ``split`` label value).
 
     ``fn`` turns a selector into the per-pod expression (``lambda s: f"rate({s}[5m])"``, or identity
-    for a gauge); ``matchers`` narrows the metric (``'phase="decode"'``)."""
+    for a gauge); ``matchers`` narrows the metric (``'phase="decode"'``). ``native``: a series of
+    SGLang's own /metrics, given the scheduler labels it lacks; its replicas of one scheduler (one
+    series per tp_rank, pp_rank, moe_ep_rank, and model_name, engine_type, priority, extra labels)
+    fall away in the max. ``server``: per server (``server_by``), not per scheduler."""
     g = cfg.group_label
-    default = fn(selector(metric, matchers, f'{g}=""'))
-    given = fn(selector(metric, matchers, f'{g}!=""'))
-    return (f"max by ({by(cfg, *split)}) (\n"
-            f'    label_replace({default}, "{g}", "$1", "{cfg.group_default_from}", "(.*)")\n'
-            f"  or\n"
-            f"    {given}\n"
-            f")")
+    labels = ", ".join((*(cfg.server_by if server else cfg.group_by), *split))
+
+    def read(group_matcher: str) -> str:
+        expr = fn(selector(metric, matchers, group_matcher))
+        return _scheduler_defaults(cfg, expr) if native and not server else expr
+
+    default = _group_default(cfg, read(f'{g}=""'))
+    given = read(f'{g}!=""')
+    return f"max by ({labels}) (\n    {default}\n  or\n    {given}\n)"
+
+
+def source(metric: str, name: str, *matchers: str) -> str:
+    """A recorded series of one source: ``metric{source="log"[, matchers]}``."""
+    return selector(metric, f'source="{name}"', *matchers)
+
+
+def prefer(cfg: Config, figure: str, series: dict[str, str]) -> str:
+    """One series per scheduler from the sources of ``series`` (``{source: expression}``), the most
+    exact first (``cfg.precedence[figure]``): ``a or on (<scheduler>) b or on (<scheduler>) c``. The
+    result keeps the chosen series' labels (``source`` among them)."""
+    order = [s for s in cfg.sources(figure) if s in series]
+    missing = set(series) - set(order)
+    if missing:
+        raise ValueError(f"{figure}: no precedence for sources {sorted(missing)}")
+    return f"\nor on ({by(cfg)})\n".join(series[s] for s in order)
+
+
+def prefer_condition(cfg: Config, figure: str, conditions: dict[str, str], present: dict[str, str]) -> str:
+    """An alert condition evaluated on one source per scheduler: the condition of the most exact
+    source that is ``present`` there (a source present but not firing silences the others)."""
+    order = [s for s in cfg.sources(figure) if s in conditions]
+    parts, above = [], []
+    for s in order:
+        cond = conditions[s]
+        for higher in above:
+            cond = f"(\n{indent(cond)}\n)\nunless on ({by(cfg)})\n{present[higher]}"
+        parts.append(f"(\n{indent(cond)}\n)")
+        above.append(s)
+    return "\nor\n".join(parts)
 
 
 def summed(cfg: Config, inner: str) -> str:

@@ -67,14 +67,17 @@ def test_stages_are_a_one_line_change(promtool, tmp_path):
     for rule in _rules(files["sglang-recording-rules.yml"]):
         if "max by" in rule["expr"]:
             maxes = re.findall(r"max by \(([^)]*)\)", rule["expr"])
-            assert all(m.startswith("namespace, job, sglang_group, stage, dp_rank") for m in maxes), rule["record"]
+            assert all(m.startswith(("namespace, sglang_group, stage, dp_rank", "namespace, sglang_group, le"))
+                       for m in maxes), rule["record"]
         for on in re.findall(r"on \(([^)]*)\)", rule["expr"]):
-            assert on == "namespace, job, sglang_group, stage, dp_rank", rule["record"]
+            assert on == "namespace, sglang_group, stage, dp_rank", rule["record"]
     scheduler = [a for a in _rules(files["sglang-alerts.yml"]) if "Scheduler" in a["annotations"]["description"]
                  or "scheduler stage=" in a["annotations"]["description"]]
-    assert len(scheduler) == 7
+    assert len(scheduler) == 8
     for a in scheduler:
         assert "stage={{ $labels.stage }} dp_rank={{ $labels.dp_rank }}" in a["annotations"]["description"], a["alert"]
+        for on in re.findall(r"on \(([^)]*)\)", a["expr"]):
+            assert on == "namespace, sglang_group, stage, dp_rank", a["alert"]
     for name, text in files.items():
         path = tmp_path / name
         path.write_text(text)
@@ -93,11 +96,37 @@ def test_stages_are_a_one_line_change(promtool, tmp_path):
                         assert "stage, dp_rank" in grouping, (name, p["title"], grouping)
 
 
+def test_which_source_wins_is_the_config(promtool, tmp_path):
+    """The order of Config.precedence is the order of the generated PromQL: put SGLang's pass counter
+    before the log's estimate and the headline's denominator follows; every source of a figure has a
+    place in its order."""
+    def denominator(cfg) -> list[str]:
+        (rule,) = [r for r in _rules(monitoring.rule_files(cfg)["sglang-recording-rules.yml"])
+                   if r["record"] == cfg.record("retractions_per_batch", "ratio_rate{w}")]
+        return re.findall(r'batches:rate5m\{source="(\w+)"\} > 0', rule["expr"].split("group_left")[1])
+
+    assert denominator(DEFAULT) == ["fpm", "log", "sglang_metrics"]
+    order = dict(DEFAULT.precedence)
+    order["batches"] = ("fpm", "sglang_metrics", "log")
+    cfg = dataclasses.replace(DEFAULT, precedence=order)
+    assert denominator(cfg) == ["fpm", "sglang_metrics", "log"]
+    path = tmp_path / "sglang-recording-rules.yml"
+    path.write_text(monitoring.rule_files(cfg)["sglang-recording-rules.yml"])
+    r = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert set(DEFAULT.precedence) == {"batches", "retractions", "batch_size", "kv_usage", "running_requests",
+                                       "queue_requests", "queue_wait", "stale"}
+    for figure, sources in DEFAULT.precedence.items():
+        assert len(set(sources)) == len(sources) and set(sources) <= {"log", "fpm", "sglang_metrics"}, figure
+
+
 def test_record_names_come_from_the_config():
     assert DEFAULT.record("retractions_per_batch", "ratio_rate{w}") == \
         "group_dp_rank:sglang_scheduler_retractions_per_batch:ratio_rate5m"
     names = [r.record for r in recording.recording_rules(DEFAULT)]
-    assert len(names) == 34 and "group_dp_rank:sglang_scheduler_kv_capacity_requests:safe5m" in names
+    assert len(names) == 59 and "group_dp_rank:sglang_scheduler_kv_capacity_requests:safe5m" in names
+    assert DEFAULT.record_server("time_to_first_token_seconds", "histogram_quantile_rate{w}") == \
+        "group:sglang_time_to_first_token_seconds:histogram_quantile_rate5m"
     assert {g.name for g in alerts.groups(DEFAULT)} == {"sglang-scheduler.alerts", "sglang-exporter.alerts",
                                                        "sglang-gpu.alerts"}
 

@@ -186,7 +186,7 @@ def test_prometheus_scrapes_exporter_and_rules_compute_the_retraction_share(stac
     labels = result[0]["metric"]
     # No sglang_group label in the scrape config: the rules default it to the target's instance.
     assert labels["sglang_group"] == prom.query('up{job="sglang-exporter"}')[0]["metric"]["instance"]
-    assert labels["job"] == "sglang-exporter" and labels["dp_rank"] == "0"
+    assert labels["source"] == "log" and labels["dp_rank"] == "0" and "job" not in labels
 
     # The raw series the rules read exist, with the figures of the log.
     raw = {

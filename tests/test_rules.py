@@ -5,6 +5,11 @@
 * every alert has a promtool case where it fires and one where it must not (an ``exp_alerts: []``);
 * every metric a rule reads exists in the real exporter's output (one-shot over the whole corpus; GPU
   names from the GPU collector run on the fake NVML backend), with the label values the rule selects;
+  SGLang's own ``sglang:*`` names exist in the releases tests/native_metrics.py models (and the native
+  series of the promtool tests have those releases' label shapes); the per-forward-pass names are the
+  ones issue 14 fixes;
+* every scheduler rule carries a ``source`` label; the three sources are joined on the scheduler
+  identity of the config, never on job or instance;
 * recording rules are named ``level:metric:operations``; alerts carry severity, summary, a templated
   description and an absolute runbook_url (the config's one base) whose section exists in docs/runbook.md.
 """
@@ -18,6 +23,7 @@ import sys
 
 import pytest
 import yaml
+import native_metrics
 from conftest import CORPUS, ROOT, corpus_files
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -32,7 +38,7 @@ RUNBOOK = ROOT / "docs" / "runbook.md"
 
 #: Labels Prometheus or the scrape configuration adds; the exporter never emits them.
 TARGET_LABELS = {"job", "instance", "namespace", "pod", "container", "sglang_group", "quantile"}
-_METRIC = re.compile(r"(?<![\w:])((?:sglang_(?:scheduler|exporter|gpu)_)\w+)(?![\w:])(\s*\{([^}]*)\})?")
+_METRIC = re.compile(r"(?<![\w:])((?:sglang_(?:scheduler|exporter|gpu)_)\w+|sglang:\w+)(?![\w:])(\s*\{([^}]*)\})?")
 _MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -96,13 +102,21 @@ def references(expr: str) -> list[tuple[str, list[tuple[str, str, str]]]]:
     return refs
 
 
+def known_samples() -> dict[str, list[dict[str, str]]]:
+    """What the rules and panels may read: the exporter's real output; the per-forward-pass series
+    issue 14 names, where the exporter does not export them yet; SGLang's own series of the modelled
+    releases."""
+    return {**native_metrics.FPM, **exporter_samples(), **native_metrics.samples()}
+
+
 def check_references(where: str, expr: str) -> list[str]:
     """Problems with the metric names and fixed label values an expression uses (empty when fine)."""
-    known = exporter_samples()
+    known = known_samples()
     problems = []
     for name, matchers in references(expr):
         if name not in known:
-            problems.append(f"{where}: {name} is not in the exporter's output")
+            whose = "SGLang's modelled /metrics" if name.startswith("sglang:") else "the exporter's output"
+            problems.append(f"{where}: {name} is not in {whose}")
             continue
         for label, op, val in matchers:
             if label in TARGET_LABELS or op in ("!=", "!~") or "$" in val:
@@ -141,11 +155,23 @@ def test_committed_rule_files_are_the_generators_output():
 
 
 def test_the_group_idiom_is_written_once():
-    """The sglang_group defaulting lives in monitoring/promql.py only; the YAML has it per raw read."""
+    """The label defaulting lives in monitoring/promql.py only; the YAML has it on every raw read of a
+    target without sglang_group (the pod, else the instance, names the group)."""
     sources = "".join(p.read_text() for p in (ROOT / "monitoring").rglob("*.py"))
-    assert sources.count('label_replace(') == 1
-    assert (RULES_DIR / "sglang-recording-rules.yml").read_text().count("label_replace(") == 29
-
+    assert len(re.findall(r"(?<!_)label_replace\(", sources)) == 1
+    text = (RULES_DIR / "sglang-recording-rules.yml").read_text()
+    ungrouped = len(re.findall(r'\{[^}]*sglang_group=""[^}]*\}', text))
+    assert ungrouped > 40
+    assert text.count('"sglang_group", "$1", "pod", "(.+)")') == ungrouped
+    assert text.count('"sglang_group", "$1", "instance", "(.+)")') == ungrouped
+    # SGLang's own series without dp_rank (one DP rank) get dp_rank="0" on every read per scheduler
+    native_reads = 0
+    for _, group, rule in _rules():
+        if group == "sglang-scheduler.rules":
+            reads = len(re.findall(r"sglang:\w+\{", rule["expr"]))
+            assert rule["expr"].count('"dp_rank", "0", "dp_rank", "")') == reads, rule["record"]
+            native_reads += reads
+    assert native_reads > 20
 
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
 def test_promtool_check_rules(promtool, path):
@@ -199,9 +225,14 @@ def test_headline_alert_is_retractions_per_batch_above_5_percent_for_15m():
     alert = next(a for a in _alerts() if a["alert"] == "SGLangRetractionRatioHigh")
     assert alert["expr"].split() == ["group_dp_rank:sglang_scheduler_retractions_per_batch:ratio_rate5m", ">", "0.05"]
     assert alert["for"] == "15m"
-    record = next(r for _, _, r in _rules() if r.get("record") == "group_dp_rank:sglang_scheduler_retractions_per_batch:ratio_rate5m")
-    assert "group_dp_rank:sglang_scheduler_retractions:rate5m" in record["expr"]
-    assert "group_dp_rank:sglang_scheduler_batches:rate5m > 0" in record["expr"]
+    (record,) = [r for _, _, r in _rules() if r.get("record") == "group_dp_rank:sglang_scheduler_retractions_per_batch:ratio_rate5m"]
+    expr = " ".join(record["expr"].split())
+    # retractions: the log's events, else SGLang's retracted requests; batches: fpm, else log, else SGLang
+    assert expr.index('retractions:rate5m{source="log"}') < expr.index('retracted_requests:rate5m{source="sglang_metrics"}')
+    denominator = expr[expr.index("group_left"):]
+    fpm, log, native = (denominator.index(f'batches:rate5m{{source="{s}"}} > 0') for s in ("fpm", "log", "sglang_metrics"))
+    assert fpm < log < native
+    assert "/ on (namespace, sglang_group, dp_rank) group_left ()" in expr
 
 
 def test_recording_rules_are_level_metric_operations():
@@ -212,12 +243,51 @@ def test_recording_rules_are_level_metric_operations():
 
 
 def test_replicas_of_one_scheduler_are_merged_with_max_not_sum():
-    """Raw scheduler series are first reduced with max over pods of a group (README: Replicas count once)."""
-    for _, _, rule in _rules():
+    """Raw scheduler series are first reduced with max over pods of a group (README: Replicas count once),
+    SGLang's own over its copies per TP/PP/EP rank too; per scheduler or, for SGLang's request latency,
+    per server; never merged or joined by job or instance (the server rules only sum one target's
+    request labels, is_streaming and priority, before the max)."""
+    for _, group, rule in _rules():
         expr = rule.get("expr", "")
-        if "record" in rule and re.search(r"(?<![\w:])sglang_scheduler_", expr):
-            assert "max by (namespace, job, sglang_group, dp_rank" in expr, rule["record"]
-            assert 'label_replace' in expr and '"sglang_group", "$1", "instance"' in expr, rule["record"]
+        if "record" not in rule:
+            continue
+        if re.search(r"(?<![\w:])(sglang_scheduler_|sglang:)", expr):
+            level = "max by (namespace, sglang_group, le)" if group == "sglang-server.rules" else \
+                "max by (namespace, sglang_group, dp_rank"
+            assert level in expr, rule["record"]
+            assert '"sglang_group", "$1", "pod"' in expr and '"sglang_group", "$1", "instance"' in expr, rule["record"]
+        for grouping in re.findall(r"\b(?:max by|on) \(([^)]*)\)", expr):
+            labels = grouping.split(", ")
+            assert "job" not in labels and "instance" not in labels, (rule["record"], grouping)
+
+
+def test_every_scheduler_series_names_its_source():
+    """Each rule sets its source label; the headline keeps the one of the series it chose."""
+    sources = {}
+    headline = "group_dp_rank:sglang_scheduler_retractions_per_batch:ratio_rate5m"
+    for _, _, rule in _rules():
+        if rule.get("record") == headline:
+            assert "source" not in rule.get("labels", {})
+            reads = re.findall(r"(\w+:\w+:\w+)(\{[^}]*\})?", rule["expr"])
+            assert reads and all('source="' in matchers for _, matchers in reads), reads
+        elif "record" in rule:
+            assert rule.get("labels", {}).get("source") in {"log", "fpm", "sglang_metrics"}, rule["record"]
+            sources.setdefault(rule["record"], set()).add(rule["labels"]["source"])
+    assert sources["group_dp_rank:sglang_scheduler_batches:rate5m"] == {"log", "fpm", "sglang_metrics"}
+    assert sources["group_dp_rank:sglang_scheduler_retracted_requests_per_batch:ratio_rate5m"] == {"log", "sglang_metrics"}
+    # one rule per name and source: the precedence picks among them, nothing else repeats a name
+    rules = [(r["record"], tuple(sorted(r.get("labels", {}).items()))) for _, _, r in _rules() if "record" in r]
+    assert len(rules) == len(set(rules))
+
+
+def test_recording_names_stay_out_of_sglangs_rewritten_names():
+    """SGLang's sglang:scheduler_{idle,process_cpu,stage}_seconds_total become sglang_scheduler_* behind
+    its router or Ray: no rule of ours may use those names, and every rule name has the level's colons."""
+    for _, _, rule in _rules():
+        if "record" in rule:
+            name = rule["record"]
+            assert name.count(":") == 2, name
+            assert not re.search(r"scheduler_(idle|process_cpu|stage)_seconds", name), name
 
 
 def test_every_metric_a_rule_reads_is_exported():
@@ -234,4 +304,51 @@ def test_the_reference_check_catches_a_renamed_metric():
     assert check_references("x", 'rate(sglang_scheduler_retraction_total[5m])')
     assert check_references("x", 'sglang_scheduler_batches_total{phase="decoding"}')
     assert not check_references("x", 'sglang_scheduler_batches_total{phase="decode", sglang_group!=""}')
+    assert check_references("x", 'rate(sglang:num_retracted_reqs_total[5m])')
+    assert check_references("x", 'sglang:cuda_graph_passes_total{mode=~"decode"}')
+    assert not check_references("x", 'sglang:cuda_graph_passes_total{mode=~"decode_.*"}')
+    assert not check_references("x", 'sglang:num_queue_reqs{priority=""}')
+    assert check_references("x", 'sglang:num_queue_reqs{priority="high"}')
     assert CORPUS.is_dir()
+
+
+# ------------------------------------------------------------------------------- SGLang's own /metrics
+
+
+_SERIES = re.compile(r"^(sglang:\w+)\{(.*)\}$")
+#: Labels of the scrape (never SGLang's).
+_SCRAPE = {"job", "instance", "namespace", "pod", "sglang_group"}
+
+
+def test_native_series_of_the_promtool_tests_have_real_label_shapes():
+    """Every sglang:* input series of the promtool tests has the label keys of a modelled release."""
+    shapes = native_metrics.label_shapes()
+    seen = 0
+    for path in TEST_FILES:
+        for case in yaml.safe_load(path.read_text())["tests"]:
+            for series in case.get("input_series", []):
+                m = _SERIES.match(series["series"])
+                if not m:
+                    continue
+                keys = frozenset(k for k, _, _ in _MATCHER.findall(m.group(2))) - _SCRAPE
+                assert (m.group(1), keys) in shapes, (path.name, case["name"], m.group(1), sorted(keys))
+                seen += 1
+    assert seen > 50
+
+
+def test_the_native_fake_is_sglangs_exposition():
+    """tests/native_metrics.py writes what SGLang's prometheus_client writes: counters with _total and
+    no _created, sglang: names unescaped, no dp_rank with one DP rank, counters on every TP rank,
+    gauges on the first attention-TP rank of each DP group."""
+    text = native_metrics.exposition(native_metrics.Shape("0.5.10", tp_size=4, dp_size=2))
+    assert "# TYPE sglang:num_retracted_requests_total counter" in text and "_created" not in text
+    by_name = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            by_name.setdefault(s.name, []).append(s.labels)
+    assert {labels["tp_rank"] for labels in by_name["sglang:num_retracted_requests_total"]} == {"0", "1", "2", "3"}
+    assert {labels["tp_rank"] for labels in by_name["sglang:num_running_reqs"]} == {"0", "2"}
+    assert {(labels["tp_rank"], labels["dp_rank"]) for labels in by_name["sglang:token_usage"]} == {("0", "0"), ("2", "1")}
+    one_dp = native_metrics.exposition(native_metrics.Shape("0.5.7", tp_size=2))
+    assert "dp_rank" not in one_dp and "prefill_none" not in one_dp and "is_streaming" not in one_dp
+    assert 'is_streaming="true"' in native_metrics.exposition(native_metrics.Shape("0.5.17"))
