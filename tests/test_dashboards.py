@@ -33,7 +33,7 @@ UIDS = {"sglang-scheduler.json": "sglang-scheduler", "sglang-gpu.json": "sglang-
         "sglang-capacity.json": "sglang-capacity"}
 #: Values the variables take when an expression is checked outside Grafana.
 FILL = {"$__rate_interval": "1m", "$safety_factor": "0.7", "$namespace": ".*", "$pod": ".*",
-        "$dp_rank": ".*", "$gpu": ".*"}
+        "$dp_rank": ".*", "$gpu": ".*", "$sglang_group": ".*", "$source": ".*"}
 
 
 def _dashboards() -> dict[str, dict]:
@@ -164,6 +164,8 @@ def _on_call_row(board: dict) -> list[dict]:
 
 
 def test_scheduler_dashboard_opens_with_the_on_call_row():
+    """Four stat panels read the normalised recording rules, one value per scheduler from the most exact
+    source, as the alerts take it: they work with the sidecar, SGLang's own /metrics, or both."""
     board = _dashboards()["sglang-scheduler.json"]
     first = board["panels"][0]
     assert first["type"] == "row" and first["gridPos"]["y"] == 0
@@ -172,33 +174,57 @@ def test_scheduler_dashboard_opens_with_the_on_call_row():
     assert sum(p["gridPos"]["w"] for p in top) == 24 and {p["gridPos"]["y"] for p in top} == {1}
     retraction, kv, batch, wait = top
     a = DEFAULT.alerts
+    sel = 'namespace=~"$namespace", sglang_group=~"$sglang_group", dp_rank=~"$dp_rank"'
+    on = " or on (namespace, sglang_group, dp_rank) "
 
     assert retraction["title"] == "Retraction share (5% rule)"
-    (expr,) = [t["expr"] for t in retraction["targets"]]
-    assert re.search(r"rate\(sglang_scheduler_retractions_total\{[^}]*\}\[\$__rate_interval\]\)\) / \(sum by .*rate\(sglang_scheduler_batches_total\{", expr)
+    assert [t["expr"] for t in retraction["targets"]] == [f"group_dp_rank:sglang_scheduler_retractions_per_batch:ratio_rate5m{{{sel}}}"]
+    assert retraction["targets"][0]["legendFormat"] == "{{sglang_group}} dp{{dp_rank}} ({{source}})"
     assert retraction["fieldConfig"]["defaults"]["unit"] == "percentunit"
     assert _steps(retraction) == [(None, "green"), (a["SGLangRetractionRatioHigh"].threshold, "red")] == [(None, "green"), (0.05, "red")]
 
     assert kv["title"] == "KV cache occupancy"
-    assert [t["expr"] for t in kv["targets"]] == ['sglang_scheduler_kv_usage_ratio{namespace=~"$namespace", pod=~"$pod", dp_rank=~"$dp_rank"}']
+    assert [t["expr"] for t in kv["targets"]] == [on.join(f'group_dp_rank:sglang_scheduler_kv_usage:max{{{sel}, source="{s}"}}'
+                                                          for s in ("log", "sglang_metrics"))]
     assert kv["fieldConfig"]["defaults"]["unit"] == "percentunit" and kv["fieldConfig"]["defaults"]["max"] == 1
     assert _steps(kv)[-1] == (a["SGLangKVCacheSaturated"].threshold, "red")
 
     assert batch["title"] == "Decode batch p50 / ceiling"
     (expr,) = [t["expr"] for t in batch["targets"]]
-    assert expr.startswith('histogram_quantile(0.5, sum by (namespace, pod, dp_rank, le) (rate(sglang_scheduler_batch_size_bucket{')
-    assert 'phase="decode"' in expr
-    assert re.search(r"\) / on \(namespace, pod, dp_rank\) \(max by \(namespace, pod, dp_rank\) \(sglang_scheduler_max_running_requests\{.*\}\) > 0\)$", expr)
+    assert expr == ("(" + on.join(f'group_dp_rank:sglang_scheduler_decode_batch_size:histogram_quantile_rate5m{{{sel}, '
+                                  f'source="{s}", quantile="0.5"}}' for s in ("fpm", "log")) + ") / on (namespace, "
+                    f'sglang_group, dp_rank) (group_dp_rank:sglang_scheduler_max_running_requests:max{{{sel}, source="log"}} > 0)')
     assert batch["fieldConfig"]["defaults"]["unit"] == "percentunit" and batch["fieldConfig"]["defaults"]["max"] == 1
 
-    assert wait["title"] == "Mean queue wait"
+    assert wait["title"] == "Queue wait"
     (expr,) = [t["expr"] for t in wait["targets"]]
-    assert re.search(r"rate\(sglang_scheduler_queue_request_seconds_total\{[^}]*\}\[\$__rate_interval\]\)\) / \(sum by .*rate\(sglang_scheduler_admitted_requests_total\{", expr)
+    assert expr == (f'group_dp_rank:sglang_scheduler_queue_wait_seconds:histogram_quantile_rate5m{{{sel}, '
+                    f'source="sglang_metrics", quantile="0.9"}}{on}'
+                    f'group_dp_rank:sglang_scheduler_queue_wait_seconds:mean_rate5m{{{sel}, source="log"}}')
     assert wait["fieldConfig"]["defaults"]["unit"] == "s"
     assert _steps(wait)[-1] == (a["SGLangQueueWaitHigh"].threshold, "red")
 
     for p in top:
         assert p["options"]["reduceOptions"]["calcs"] == ["lastNotNull"], p["title"]
+
+
+def test_latency_beside_the_batch_size():
+    """Issue 15: P50/P99 TTFT, ITL and E2E from SGLang's own metrics next to the actual batch size and its
+    ceiling, on one row (one time axis); the sidecar's decode step time stands in, named an estimate."""
+    board = _dashboards()["sglang-scheduler.json"]
+    rows = [p for p in board["panels"] if p["type"] == "row"]
+    (latency_row,) = [r for r in rows if r["title"].startswith("Latency beside the batch size")]
+    line = [p for p in board["panels"] if p["type"] != "row" and p["gridPos"]["y"] == latency_row["gridPos"]["y"] + 1]
+    assert [p["title"] for p in line] == ["Actual batch size and its ceiling", "Time to first token",
+                                          "Inter-token latency", "End-to-end request latency"]
+    batch, ttft, itl, e2e = ({t["legendFormat"]: t["expr"] for t in p["targets"]} for p in line)
+    assert any("max_running_requests:max" in e for e in batch.values()) and \
+        any('quantile="0.99"' in e for e in batch.values())
+    for panel, metric in ((ttft, "time_to_first_token"), (itl, "inter_token_latency"), (e2e, "e2e_request_latency")):
+        quantiles = {e.split('quantile="')[1].split('"')[0] for e in panel.values() if f"group:sglang_{metric}" in e}
+        assert quantiles == {"0.5", "0.99"}, metric
+    (estimate,) = [legend for legend, e in itl.items() if "decode_step_seconds:estimate5m" in e]
+    assert "estimate" in estimate
 
 
 def test_dashboard_thresholds_follow_the_config():
@@ -242,7 +268,7 @@ def _kind(expr: str) -> str:
     """What a target draws: 'ratio' (a _ratio gauge, a ratio recording rule or a quotient), 'bytes'
     (only _bytes metrics, no quotient), else 'other'."""
     names = set(_RAW.findall(expr))
-    if re.search(r":(?:\w*ratio\w*)\b", expr) or (_BARE.fullmatch(expr) and expr.split("{")[0].endswith("_ratio")):
+    if re.search(r":(?:\w*ratio\w*)\b|_usage(?:_observed)?:", expr) or (_BARE.fullmatch(expr) and expr.split("{")[0].endswith("_ratio")):
         return "ratio"
     if " / " in expr:
         return "ratio" if all(n.endswith("_bytes") for n in names) else "quotient"
@@ -295,9 +321,11 @@ def test_panels_tile_the_grid():
 
 
 def test_on_call_row_figures_on_known_series(promtool, tmp_path):
-    """promtool evaluates the four stat queries on series with known answers: 3 retractions per 100
-    batches, KV at 97%, a decode batch p50 of 80 (10 steps per minute in the (64, 96] bucket) under a
-    ceiling of 2048, and 120 request-seconds of waiting per 30 admissions."""
+    """promtool evaluates the four stat queries, through the recording rules, on series with known
+    answers. Pod p (the sidecar only): 3 retractions per 100 batches, KV at 97%, a decode batch p50 of
+    80 (10 steps per minute in the (64, 96] bucket) under a ceiling of 2048, and 120 request-seconds of
+    waiting per 30 admissions. Pod q (SGLang's own /metrics only, one DP rank, two TP ranks): 5 retracted
+    requests per 100 decode passes, token_usage 0.5, a queue-time p90 of 1.8 s."""
     top = {p["title"]: p["targets"][0]["expr"] for p in _on_call_row(_dashboards()["sglang-scheduler.json"])}
     pod = 'namespace="ns", pod="p", dp_rank="0"'
     series = {
@@ -312,17 +340,31 @@ def test_on_call_row_figures_on_known_series(promtool, tmp_path):
         f"sglang_scheduler_queue_request_seconds_total{{{pod}}}": "0+120x20",
         f"sglang_scheduler_admitted_requests_total{{{pod}}}": "0+30x20",
     }
-    want = {"Retraction share (5% rule)": (f"{{{pod}}}", 0.03),
-            "KV cache occupancy": (f"sglang_scheduler_kv_usage_ratio{{{pod}}}", 0.97),
-            "Decode batch p50 / ceiling": (f"{{{pod}}}", 80 / 2048),
-            "Mean queue wait": (f"{{{pod}}}", 4.0)}
+    for tp in ("0", "1"):
+        native = f'namespace="ns", pod="q", model_name="m", engine_type="unified", tp_rank="{tp}", pp_rank="0", moe_ep_rank="0"'
+        series[f'sglang:cuda_graph_passes_total{{{native}, mode="decode_cuda_graph"}}'] = "0+100x20"
+        series[f"sglang:num_retracted_requests_total{{{native}}}"] = "0+5x20"
+        for le, v in (("1.0", 30), ("2.0", 60), ("+Inf", 60)):
+            series[f'sglang:queue_time_seconds_bucket{{{native}, le="{le}"}}'] = f"0+{v}x20"
+    series['sglang:token_usage{namespace="ns", pod="q", model_name="m", engine_type="unified", tp_rank="0", pp_rank="0", moe_ep_rank="0"}'] = "0.5x20"
+    p = 'namespace="ns", sglang_group="p", dp_rank="0", source="log"'
+    q = 'namespace="ns", sglang_group="q", dp_rank="0", source="sglang_metrics"'
+    want = {"Retraction share (5% rule)": [(f"group_dp_rank:sglang_scheduler_retractions_per_batch:ratio_rate5m{{{p}}}", 0.03),
+                                           (f"group_dp_rank:sglang_scheduler_retractions_per_batch:ratio_rate5m{{{q}}}", 0.05)],
+            "KV cache occupancy": [(f"group_dp_rank:sglang_scheduler_kv_usage:max{{{p}}}", 0.97),
+                                   (f"group_dp_rank:sglang_scheduler_kv_usage:max{{{q}}}", 0.5)],
+            "Decode batch p50 / ceiling": [('{namespace="ns", sglang_group="p", dp_rank="0"}', 80 / 2048)],
+            "Queue wait": [(f"group_dp_rank:sglang_scheduler_queue_wait_seconds:mean_rate5m{{{p}}}", 4.0),
+                           ("group_dp_rank:sglang_scheduler_queue_wait_seconds:histogram_quantile_rate5m"
+                            f'{{{q}, quantile="0.9"}}', 1.8)]}
     assert sorted(top) == sorted(want)
     tests = [{"interval": "1m",
               "input_series": [{"series": k, "values": v} for k, v in series.items()],
               "promql_expr_test": [{"expr": fill(top[title].replace("$__rate_interval", "5m")), "eval_time": "10m",
-                                    "exp_samples": [{"labels": labels, "value": value}]}
-                                   for title, (labels, value) in want.items()]}]
+                                    "exp_samples": [{"labels": labels, "value": value} for labels, value in samples]}
+                                   for title, samples in want.items()]}]
     path = tmp_path / "on-call-row.test.yml"
-    path.write_text(yaml.safe_dump({"rule_files": [], "evaluation_interval": "1m", "tests": tests}))
+    path.write_text(yaml.safe_dump({"rule_files": [str(f) for f in RULE_FILES], "evaluation_interval": "1m",
+                                    "tests": tests}))
     r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr

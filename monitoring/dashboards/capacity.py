@@ -20,7 +20,9 @@ def build(cfg: Config):
     ceiling = s.latest("sglang_scheduler_max_running_requests")
     b = dashboard(cfg, "capacity", "SGLang / Capacity",
                   "KV capacity in tokens and in requests at the observed mean tokens per request, with the safety "
-                  f"factor ({cfg.safety_factor:g} by default) the method recommends for the running-request ceiling.")
+                  f"factor ({cfg.safety_factor:g} by default) the method recommends for the running-request ceiling. "
+                  "From the sidecar: SGLang's own /metrics carry neither the ceiling nor the KV tokens per request "
+                  "of every version.")
 
     b = b.with_row(row("KV capacity"))
     b = b.with_panel(single(

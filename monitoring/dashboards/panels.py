@@ -37,10 +37,47 @@ def scheduler_names(cfg: Config) -> str:
     return " ".join("dp{{dp_rank}}" if label == "dp_rank" else f"{{{{{label}}}}}" for label in cfg.scheduler_labels)
 
 
-def recorded(cfg: Config, rule: str) -> Target:
-    """A recording rule's series (one per group and scheduler: no pod filter), legend ``group dpN``."""
-    sel = ", ".join(f'{label}=~"${label}"' for label in ("namespace", *cfg.scheduler_labels))
-    return f"{rule}{{{sel}}}", f"{{{{{cfg.group_label}}}}} {scheduler_names(cfg)}"
+def recorded(cfg: Config, rule: str, *matchers: str, legend: str = "") -> Target:
+    """A recording rule's series (one per group, scheduler and source: no pod filter), legend
+    ``group dpN`` (with the source where the rule has several)."""
+    m = Merged.build(cfg)
+    return m.of(rule, *matchers), legend or m.legend
+
+
+@dataclass(frozen=True)
+class Merged:
+    """The normalised recorded series of every source (log, fpm, SGLang's own /metrics), filtered by
+    the dashboard's namespace, server (``sglang_group``) and scheduler variables.
+
+    ``on`` joins two of them per scheduler; ``prefer`` takes one per scheduler in the config's order
+    of sources, as the alerts do; ``legend`` names a scheduler and ``sourced`` adds the source."""
+
+    sel: str
+    on: str
+    legend: str
+    cfg: Config
+
+    @classmethod
+    def build(cls, cfg: Config) -> Merged:
+        labels = ("namespace", cfg.group_label, *cfg.scheduler_labels)
+        sel = ", ".join(f'{label}=~"${label}"' for label in labels)
+        return cls(sel, f"on ({', '.join(cfg.group_by)})", f"{{{{{cfg.group_label}}}}} {scheduler_names(cfg)}", cfg)
+
+    @property
+    def sourced(self) -> str:
+        return f"{self.legend} ({{{{source}}}})"
+
+    def of(self, rule: str, *matchers: str) -> str:
+        inner = ", ".join((self.sel, *(m for m in matchers if m)))
+        return f"{rule}{{{inner}}}"
+
+    def source(self, rule: str, source: str, *matchers: str) -> str:
+        return self.of(rule, f'source="{source}"', *matchers)
+
+    def prefer(self, figure: str, rules: dict[str, str], *matchers: str) -> str:
+        """``{source: rule}`` -> the first present per scheduler, in ``Config.precedence`` order."""
+        order = [s for s in self.cfg.sources(figure) if s in rules]
+        return f" or {self.on} ".join(self.source(rules[s], s, *matchers) for s in order)
 
 
 def row(title: str) -> dash.Row:
@@ -159,17 +196,32 @@ def _query_variable(name: str, label: str, q: str) -> dash.QueryVariable:
 
 
 def variables(cfg: Config, kind: str) -> list:
-    """Data source, namespace, pod, then the scheduler labels (or gpu), then the safety factor."""
+    """Data source, namespace, then per kind: the GPU dashboard pod and gpu; the scheduler dashboards
+    server (``sglang_group``, from the recorded series of every source), pod (the sidecar's raw
+    panels), the scheduler labels and the source; the capacity dashboard also the safety factor."""
     pods = 'namespace=~"$namespace"'
-    out = [dash.DatasourceVariable("datasource").label("Data source").type("prometheus"),
-           _query_variable("namespace", "Namespace", "label_values(sglang_exporter_build_info, namespace)"),
-           _query_variable("pod", "Pod", f"label_values(sglang_exporter_build_info{{{pods}}}, pod)")]
     if kind == "gpu":
-        out.append(_query_variable("gpu", "GPU", f'label_values(sglang_gpu_info{{{pods}, pod=~"$pod"}}, gpu)'))
-        return out
+        return [dash.DatasourceVariable("datasource").label("Data source").type("prometheus"),
+                _query_variable("namespace", "Namespace", "label_values(sglang_exporter_build_info, namespace)"),
+                _query_variable("pod", "Pod", f"label_values(sglang_exporter_build_info{{{pods}}}, pod)"),
+                _query_variable("gpu", "GPU", f'label_values(sglang_gpu_info{{{pods}, pod=~"$pod"}}, gpu)')]
+    recorded_any = f'{{__name__=~"{cfg.level}:.+"'
+    g = cfg.group_label
+    out = [dash.DatasourceVariable("datasource").label("Data source").type("prometheus"),
+           _query_variable("namespace", "Namespace", f"label_values({recorded_any}}}, namespace)"),
+           _query_variable(g, "Server", f"label_values({recorded_any}, {pods}}}, {g})")
+           .description(f"The SGLang server: its pod, or the {g} label of a multi-node group. Filters the "
+                        "panels that read the recorded series of every source."),
+           _query_variable("pod", "Pod (sidecar)", f"label_values(sglang_exporter_build_info{{{pods}}}, pod)")
+           .description("Filters the panels that read the sidecar's own series (sglang_scheduler_*).")]
     for label in cfg.scheduler_labels:
         out.append(_query_variable(label, "DP rank (scheduler)" if label == "dp_rank" else f"{label} (scheduler)",
-                                   f'label_values(sglang_scheduler_batches_total{{{pods}, pod=~"$pod"}}, {label})'))
+                                   f'label_values({recorded_any}, {pods}, {g}=~"${g}"}}, {label})'))
+    if kind == "scheduler":
+        out.append(_query_variable("source", "Source", f'label_values({recorded_any}, {pods}, {g}=~"${g}"}}, source)')
+                   .description("log: the sidecar reading the scheduler log; fpm: the sidecar following SGLang's "
+                                "per-forward-pass stream; sglang_metrics: SGLang's own /metrics. Filters the "
+                                "panels that compare sources."))
     if kind == "capacity":
         chosen = f"{cfg.safety_factor:g}"
         out.append(dash.CustomVariable("safety_factor").label("Safety factor")

@@ -5,17 +5,23 @@ the alert thresholds of the config); the rows below give the history behind each
 by tests/test_dashboards.py: no two lines of the dashboard plot the same expression, every axis has
 the unit of what it draws (counts never on a bytes axis, ratios on their own panels).
 
-Per-pod semantics: panels read the raw series of each pod (legend ``pod dpN``). Inside one pod the
-exporter counts replicas once; in a multi-node server every pod counts the same retractions, so look
-at the pod that also sees the stats lines (the others show no ratio). Panels titled "(as alerted)"
-read the recording rules, which merge the pods of one ``sglang_group`` with max, as the alerts do.
+Three sources feed it (the ``source`` label of the recorded series: ``log``, ``fpm``,
+``sglang_metrics``). The top row, the latency row, the retraction ratio and the source comparisons
+read the normalised recording rules, so they work with SGLang's own /metrics alone, with the sidecar
+alone, or with both (one value per scheduler from the most exact source, as the alerts take it;
+filtered by the Server variable). A row shows which sources each scheduler has and what only the
+sidecar adds.
+
+The other panels read the sidecar's raw series of each pod (legend ``pod dpN``, Pod variable).
+Inside one pod the exporter counts replicas once; in a multi-node server every pod counts the same
+retractions, so look at the pod that also sees the stats lines (the others show no ratio).
 """
 
 from __future__ import annotations
 
-from ..config import Config
-from ..promql import percent
-from .panels import Scope, dashboard, graph, heat, recorded, row, single
+from ..config import FPM, LOG, NATIVE, Config
+from ..promql import num, percent
+from .panels import Merged, Scope, dashboard, graph, grid, heat, recorded, row, single
 
 
 def build(cfg: Config):
@@ -26,7 +32,23 @@ def build(cfg: Config):
                                               a["SGLangBatchBoundByKV"], a["SGLangRecomputeShareHigh"],
                                               a["SGLangQueueWaitHigh"])
     decode = 'phase="decode"'
-    retraction_share = f"{s.rate('sglang_scheduler_retractions_total')} / ({s.rate('sglang_scheduler_batches_total')} > 0)"
+    m = Merged.build(cfg)
+    R = cfg.record
+    quantile = R("decode_batch_size", "histogram_quantile_rate{w}")
+    ceiling_rule = m.source(R("max_running_requests", "max"), LOG)
+    retraction_share = m.of(R("retractions_per_batch", "ratio_rate{w}"))
+    kv_latest = m.prefer("kv_usage", {LOG: R("kv_usage", "max"), NATIVE: R("kv_usage", "max")})
+    wait_q = num(cfg.queue_wait_quantile)
+    queue_wait_best = m.prefer("queue_wait", {NATIVE: R("queue_wait_seconds", "histogram_quantile_rate{w}"),
+                                              LOG: R("queue_wait_seconds", "mean_rate{w}")})
+    queue_wait_best = queue_wait_best.replace(f'source="{NATIVE}"', f'source="{NATIVE}", quantile="{wait_q}"')
+
+    def batch_q(q: float) -> str:
+        return f"({m.prefer('batch_size', {FPM: quantile, LOG: quantile}, f'quantile={chr(34)}{num(q)}{chr(34)}')})"
+
+    def of_ceiling_best(q: float) -> str:
+        return f"{batch_q(q)} / {m.on} ({ceiling_rule} > 0)"
+
     queue_wait = (f"{s.rate('sglang_scheduler_queue_request_seconds_total')} / "
                   f"({s.rate('sglang_scheduler_admitted_requests_total')} > 0)")
     ceiling = f"({s.latest('sglang_scheduler_max_running_requests')} > 0)"
@@ -35,39 +57,111 @@ def build(cfg: Config):
         return f"{s.quantile(q, 'sglang_scheduler_batch_size', decode)} / on ({s.by}) {ceiling}"
 
     b = dashboard(cfg, "scheduler", "SGLang / Scheduler",
-                  "What the SGLang scheduler actually did: batch size against the ceiling, retractions against the "
-                  f"{percent(retraction.threshold)} line, KV usage, recompute, queue, cache hits, speculative "
-                  "decoding and PD queues.")
+                  "What the SGLang scheduler actually did: batch size against the ceiling and tail latency, "
+                  f"retractions against the {percent(retraction.threshold)} line, KV usage, recompute, queue, cache "
+                  "hits, speculative decoding and PD queues. From the sidecar (log, forward-pass stream), SGLang's "
+                  "own /metrics, or both.")
 
-    b = b.with_row(row("At a glance: latest value per scheduler"))
+    b = b.with_row(row("At a glance: latest value per scheduler, from the most exact source (as alerted)"))
     b = b.with_panel(single(
         f"Retraction share ({percent(retraction.threshold)} rule)",
-        "Retraction events / (prefill batches + decode steps) per scheduler. Red from "
-        f"{percent(retraction.threshold)}: the method's rule (SGLangRetractionRatioHigh) that more preempted "
-        "batches mean the running-request ceiling is too high for the KV cache.",
-        "percentunit", [(retraction_share, leg)], lo=0, thresholds=[(retraction.threshold, "red")], background=True))
+        "Retractions / batches per scheduler, as SGLangRetractionRatioHigh reads it. With the sidecar: retraction "
+        "events per batch. From SGLang's own metrics alone (source sglang_metrics): retracted REQUESTS per forward "
+        "pass, an upper bound of the share of batches with a retraction. Red from "
+        f"{percent(retraction.threshold)}: the method's rule that more preempted batches mean the running-request "
+        "ceiling is too high for the KV cache.",
+        "percentunit", [(retraction_share, m.sourced)], lo=0, thresholds=[(retraction.threshold, "red")],
+        background=True))
     b = b.with_panel(single(
         "KV cache occupancy",
         "Latest KV-cache occupancy (token usage; hybrid models: the fullest pool), excluding the evictable "
-        f"radix cache. Orange from {percent(bound.guard)} (with a small batch: bounded by KV), red from "
-        f"{percent(kv.threshold)} (SGLangKVCacheSaturated when sustained).",
-        "percentunit", [(s.of("sglang_scheduler_kv_usage_ratio"), leg)], lo=0, hi=1,
+        "radix cache: the sidecar's latest batch line, else SGLang's sglang:token_usage. Orange from "
+        f"{percent(bound.guard)} (with a small batch: bounded by KV), red from {percent(kv.threshold)} "
+        "(SGLangKVCacheSaturated when sustained).",
+        "percentunit", [(kv_latest, m.sourced)], lo=0, hi=1,
         thresholds=[(bound.guard, "orange"), (kv.threshold, "red")], background=True))
     b = b.with_panel(single(
         "Decode batch p50 / ceiling",
-        "Median actual decode batch (#running-req of Decode batch lines) as a share of the configured "
-        "max_running_requests: a ratio, so that a ceiling of 2048 does not hide a batch of 68. Low with high "
-        f"KV occupancy: the batch is bounded by KV memory (SGLangBatchBoundByKV below {percent(bound.threshold)}); "
-        "low with low KV occupancy: little load.",
-        "percentunit", [(of_ceiling(0.5), leg)], lo=0, hi=1, base="blue"))
+        "Median actual decode batch as a share of the configured max_running_requests: a ratio, so that a "
+        "ceiling of 2048 does not hide a batch of 68. Exact from the forward-pass stream, else the log's "
+        "#running-req of Decode batch lines. Low with high KV occupancy: the batch is bounded by KV memory "
+        f"(SGLangBatchBoundByKV below {percent(bound.threshold)}); low with low KV occupancy: little load. Needs "
+        "the sidecar: SGLang's own metrics have neither the distribution nor the ceiling.",
+        "percentunit", [(of_ceiling_best(0.5), m.sourced)], lo=0, hi=1, base="blue"))
     b = b.with_panel(single(
-        "Mean queue wait",
-        "Mean time a request waits in the queue before admission, by Little's law (time-weighted queue length "
-        f"/ admission rate; every SGLang version). Red from {wait.threshold:g} s (SGLangQueueWaitHigh); it adds "
+        "Queue wait",
+        f"Queue wait as SGLangQueueWaitHigh reads it: the p{num(cfg.queue_wait_quantile * 100)} of SGLang's own "
+        "sglang:queue_time_seconds (measured for every request) where it is scraped, else the mean by Little's law "
+        f"from the sidecar (time-weighted queue length / admission rate). Red from {wait.threshold:g} s; it adds "
         "directly to TTFT.",
-        "s", [(queue_wait, leg)], lo=0, thresholds=[(wait.threshold, "red")], background=True))
+        "s", [(queue_wait_best, m.sourced)], lo=0, thresholds=[(wait.threshold, "red")], background=True))
 
-    b = b.with_row(row("Batch size: an outcome, not a setting"))
+    b = b.with_row(row("Latency beside the batch size (same time axis)"))
+    server = f'namespace=~"$namespace", {cfg.group_label}=~"${cfg.group_label}"'
+
+    def latency(metric: str) -> list:
+        rule = cfg.record_server(metric, "histogram_quantile_rate{w}")
+        return [(f'{rule}{{{server}, quantile="{num(q)}"}}', f"P{num(q * 100)} {{{{{cfg.group_label}}}}}")
+                for q in cfg.latency_quantiles]
+
+    b = b.with_panel(graph(
+        "Actual batch size and its ceiling",
+        "Per scheduler: decode batch p50 and p99 (exact from the forward-pass stream, else the log's sample), the "
+        "mean decode batch from SGLang's own counters (decode tokens / decode passes; batch x accept length with "
+        "speculative decoding), and the configured ceiling (max_running_requests of the start-up line). Read it "
+        "against the latency panels beside it: the method's trade-off between batch and tail latency.",
+        "none", [(batch_q(0.5), f"p50 {m.sourced}"), (batch_q(0.99), f"p99 {m.sourced}"),
+                 (m.source(R("decode_batch_size", "mean_rate{w}"), NATIVE), f"mean (SGLang) {m.legend}"),
+                 (ceiling_rule, f"ceiling {m.legend}")], w=6, lo=0))
+    b = b.with_panel(graph(
+        "Time to first token",
+        "P50 and P99 of SGLang's sglang:time_to_first_token_seconds, per server (SGLang's tokenizer serves every "
+        "scheduler; streaming and non-streaming requests together). Needs SGLang's own /metrics; on PD the decode "
+        "server observes it.",
+        "s", latency("time_to_first_token_seconds"), w=6, lo=0))
+    b = b.with_panel(graph(
+        "Inter-token latency",
+        "P50 and P99 of SGLang's sglang:inter_token_latency_seconds (per output token), per server. With the "
+        "sidecar alone the decode step time ESTIMATE stands in, per scheduler: #running-req / gen throughput of "
+        "the Decode batch lines (seconds per step; per output token with speculative decoding).",
+        "s", [*latency("inter_token_latency_seconds"),
+              (m.source(R("decode_step_seconds", "estimate{w}"), LOG), f"decode step (estimate) {m.legend}")],
+        w=6, lo=0))
+    b = b.with_panel(graph(
+        "End-to-end request latency",
+        "P50 and P99 of SGLang's sglang:e2e_request_latency_seconds, per server. Needs SGLang's own /metrics.",
+        "s", latency("e2e_request_latency_seconds"), w=6, lo=0))
+
+    b = b.with_row(row("Sources: what each one gives"))
+    b = b.with_panel(grid(
+        "Sources per scheduler",
+        "Which sources describe each scheduler now: log (the sidecar reading the scheduler log), fpm (the sidecar "
+        "following SGLang's per-forward-pass stream), sglang_metrics (SGLang's own /metrics). Where several do, "
+        "the alerts take one, most exact first (docs/alerts.md, \"Which source wins\").",
+        (f"group by (namespace, {cfg.group_label}, {', '.join(cfg.scheduler_labels)}, source) "
+         f"({{__name__=~\"{cfg.level}:.+\", {m.sel}}})", ""), w=8))
+    b = b.with_panel(graph(
+        "Retracted requests per batch, by source",
+        "The same figure from each source, side by side: retracted requests / batches (the log: #retracted_reqs / "
+        "its batches; SGLang: sglang:num_retracted_requests_total / sglang:cuda_graph_passes_total). The two "
+        "should agree within a few percent; a lasting gap means a parser problem or a wrong decode_log_interval. "
+        "The retraction share the alert reads counts events where the sidecar sees them: one event retracts one "
+        "or more requests.",
+        "percentunit", [(m.of(R("retracted_requests_per_batch", "ratio_rate{w}"), 'source=~"$source"'), m.sourced)],
+        w=8, lo=0, thresholds=[(retraction.threshold, "red")]))
+    events_share = (f"{m.source(R('retractions', 'rate{w}'), LOG)} / {m.on} "
+                    f"({m.source(R('batches', 'rate{w}'), LOG)} > 0)")
+    b = b.with_panel(single(
+        "Only the sidecar adds",
+        "Figures SGLang's own metrics cannot give (empty without the sidecar): retraction EVENTS per batch (SGLang "
+        "counts requests), the recompute share (\"fake throughput\"), and the decode batch p50 against the ceiling "
+        "(the KV-bound diagnosis). Below, also from the sidecar only: the batch-size distribution, #pending-token, "
+        "new_token_ratio, PD queues and speculative accept rates.",
+        "percentunit", [(events_share, f"retraction events / batch {m.legend}"),
+                        (m.of(R("recomputed_tokens_per_computed_token", "ratio_rate{w}")), f"recompute share {m.legend}"),
+                        (of_ceiling_best(0.5), f"decode p50 / ceiling {m.legend}")], w=8, h=8, lo=0))
+
+    b = b.with_row(row("Batch size: an outcome, not a setting (sidecar)"))
     b = b.with_panel(graph(
         "Decode batch size percentiles",
         "Actual running batch per logged decode step (#running-req of Decode batch lines): p50, p90, p99 from "
@@ -94,17 +188,13 @@ def build(cfg: Config):
     b = b.with_row(row("Retractions (preemption)"))
     b = b.with_panel(graph(
         f"Retraction ratio vs the {percent(retraction.threshold)} line",
-        "Retraction events / (prefill batches + decode steps), per scheduler. The method: more than "
-        f"{percent(retraction.threshold)} of batches preempted means the running-request ceiling is too high "
-        "(red line). Decode steps are Decode batch lines x decode_log_interval.",
-        "percentunit", [(retraction_share, leg)], lo=0, thresholds=[(retraction.threshold, "red")]))
-    ratio_rule = cfg.record("retractions_per_batch", "ratio_rate{w}")
-    b = b.with_panel(graph(
-        "Retraction ratio (as alerted)",
-        f"The recording rule {ratio_rule} that SGLangRetractionRatioHigh reads: {cfg.rate_window} windows, pods "
-        f"of one {cfg.group_label} merged with max (no pod filter).",
-        "percentunit", [recorded(cfg, ratio_rule)],
-        lo=0, thresholds=[(retraction.threshold, "red")]))
+        f"Retractions / batches per scheduler, the recording rule {R('retractions_per_batch', 'ratio_rate{w}')} that "
+        f"SGLangRetractionRatioHigh reads: {cfg.rate_window} windows, pods of one {cfg.group_label} merged with max. "
+        "Retraction events from the sidecar's log, else SGLang's retracted requests (an upper bound); batches "
+        "counted by the forward-pass stream, else the log (Decode batch lines x decode_log_interval), else "
+        f"SGLang's pass counter. The method: more than {percent(retraction.threshold)} of batches preempted means "
+        "the running-request ceiling is too high (red line).",
+        "percentunit", [(retraction_share, m.sourced)], lo=0, thresholds=[(retraction.threshold, "red")]))
     b = b.with_panel(graph(
         "Retractions and retracted requests",
         "Retraction events, requests sent back to the queue, and requests aborted because even alone they did "
@@ -116,15 +206,17 @@ def build(cfg: Config):
         "new_token_ratio after retractions",
         "SGLang's admission reservation factor after the latest retraction (#new_token_ratio: a -> b, b). It "
         "drops after a retraction and recovers; a sawtooth means repeated over-admission (SGLang's 0.70 is 70%).",
-        "percentunit", [(s.of("sglang_scheduler_new_token_ratio"), leg)], lo=0, hi=1))
+        "percentunit", [(s.of("sglang_scheduler_new_token_ratio"), leg)], w=24, lo=0, hi=1))
 
     b = b.with_row(row("KV cache"))
     b = b.with_panel(graph(
         "KV cache usage",
         "Latest KV-cache occupancy (token usage; hybrid models: the fullest pool) and, for hybrid models, each "
-        "pool (full, swa, mamba, gpu/cpu with HiCache). Excludes the evictable radix cache.",
+        "pool (full, swa, mamba, gpu/cpu with HiCache), from the sidecar; SGLang's own sglang:token_usage where it "
+        "is scraped (the same figure). Excludes the evictable radix cache.",
         "percentunit", [(s.of("sglang_scheduler_kv_usage_ratio"), leg),
-                        (s.of("sglang_scheduler_kv_pool_usage_ratio", 'pool!="kv"'), "{{pool}} " + leg)],
+                        (s.of("sglang_scheduler_kv_pool_usage_ratio", 'pool!="kv"'), "{{pool}} " + leg),
+                        (m.source(R("kv_usage", "max"), NATIVE), f"SGLang token_usage {m.legend}")],
         lo=0, hi=1, thresholds=[(kv.threshold, "red")]))
     b = b.with_panel(graph(
         "KV tokens used vs capacity",
@@ -142,7 +234,7 @@ def build(cfg: Config):
         "Tokens of all waiting requests (#pending-token of Prefill batch lines, SGLang 2026-04+).",
         "short", [(s.of("sglang_scheduler_pending_tokens"), leg)], lo=0))
 
-    b = b.with_row(row("Throughput: computed vs useful"))
+    b = b.with_row(row("Throughput: computed vs useful (sidecar)"))
     computed = f"({s.rate('sglang_scheduler_prefill_computed_tokens_total')} + {s.rate('sglang_scheduler_decode_tokens_total')})"
     recomputed = s.rate("sglang_scheduler_recomputed_tokens_total")
     cached = s.rate("sglang_scheduler_prefill_cached_tokens_total")
@@ -175,22 +267,27 @@ def build(cfg: Config):
         "Queue depth",
         "Latest #queue-req of the scheduler's stats lines (absent while the scheduler is idle: SGLang prints "
         "nothing then), and the time-weighted mean number of waiting requests (rate of "
-        "sglang_scheduler_queue_request_seconds_total).",
+        "sglang_scheduler_queue_request_seconds_total); SGLang's own sglang:num_queue_reqs (priority=\"\": all "
+        "priorities) where it is scraped.",
         "short", [(s.of("sglang_scheduler_queue_requests"), f"latest {leg}"),
-                  (s.rate("sglang_scheduler_queue_request_seconds_total"), f"mean {leg}")], w=8, lo=0))
+                  (s.rate("sglang_scheduler_queue_request_seconds_total"), f"mean {leg}"),
+                  (m.source(R("queue_requests", "max"), NATIVE), f"SGLang num_queue_reqs {m.legend}")], w=8, lo=0))
     b = b.with_panel(graph(
         "Queue wait",
-        "Mean queue wait by Little's law (mean queue length / admission rate; every SGLang version) and p95 of "
-        "per-request queue_duration where --enable-request-time-stats-logging is on. SGLangQueueWaitHigh: "
-        f"{wait.threshold:g} s.",
-        "s", [(queue_wait, f"mean {leg}"), (s.quantile(0.95, "sglang_scheduler_queue_wait_seconds"), f"p95 {leg}")],
+        "Mean queue wait by Little's law (mean queue length / admission rate; every SGLang version), p95 of "
+        "per-request queue_duration where --enable-request-time-stats-logging is on, and the p50 and p"
+        f"{num(cfg.queue_wait_quantile * 100)} of SGLang's own sglang:queue_time_seconds where it is scraped (what "
+        f"SGLangQueueWaitHigh reads then). SGLangQueueWaitHigh: {wait.threshold:g} s.",
+        "s", [(queue_wait, f"mean {leg}"), (s.quantile(0.95, "sglang_scheduler_queue_wait_seconds"), f"p95 {leg}"),
+              *((m.source(R("queue_wait_seconds", "histogram_quantile_rate{w}"), NATIVE, f'quantile="{num(q)}"'),
+                 f"p{num(q * 100)} SGLang {m.legend}") for q in (0.5, cfg.queue_wait_quantile))],
         w=8, lo=0, thresholds=[(wait.threshold, "red")]))
     b = b.with_panel(graph(
         "Admissions",
         "Requests admitted from the waiting queue per second (#new-seq, less a continuing chunk).",
         "reqps", [(s.rate("sglang_scheduler_admitted_requests_total"), leg)], w=8, lo=0))
 
-    b = b.with_row(row("Speculative decoding and PD disaggregation"))
+    b = b.with_row(row("Speculative decoding and PD disaggregation (sidecar)"))
     b = b.with_panel(graph(
         "Speculative accept length",
         "Tokens committed per request per decode step (accept len of Decode batch lines).",
