@@ -50,20 +50,31 @@ def _group_default(cfg: Config, expr: str) -> str:
     return expr
 
 
+def native_selector(metric: str, *matchers: str) -> str:
+    """A selector of SGLang's own metric ``sglang:<name>`` in both spellings it reaches Prometheus in:
+    ``sglang:<name>`` (the classic text format, or Prometheus 3 negotiating UTF-8) and
+    ``sglang_<name>`` (prometheus_client 0.23+ writes the samples so under OpenMetrics with
+    Prometheus 2's default escaping; SGLang's router /engine_metrics and its Ray wrapper rename so
+    too). Anchored, so never one of our own sglang_scheduler_* names."""
+    prefix, name = metric.split(":", 1)
+    return selector("", f'__name__=~"{prefix}[:_]{name}"', *matchers)
+
+
 def per_group(cfg: Config, fn: Callable[[str], str], metric: str, matchers: str = "",
               split: tuple[str, ...] = (), *, native: bool = False, server: bool = False) -> str:
     """The pods of one group merged with max, per scheduler (and per ``split`` label value).
 
     ``fn`` turns a selector into the per-pod expression (``lambda s: f"rate({s}[5m])"``, or identity
     for a gauge); ``matchers`` narrows the metric (``'phase="decode"'``). ``native``: a series of
-    SGLang's own /metrics, given the scheduler labels it lacks; its replicas of one scheduler (one
+    SGLang's own /metrics (``metric`` as SGLang names it, ``sglang:<name>``; read in both spellings,
+    :func:`native_selector`), given the scheduler labels it lacks; its replicas of one scheduler (one
     series per tp_rank, pp_rank, moe_ep_rank, and model_name, engine_type, priority, extra labels)
     fall away in the max. ``server``: per server (``server_by``), not per scheduler."""
     g = cfg.group_label
     labels = ", ".join((*(cfg.server_by if server else cfg.group_by), *split))
 
     def read(group_matcher: str) -> str:
-        expr = fn(selector(metric, matchers, group_matcher))
+        expr = fn((native_selector if native else selector)(metric, matchers, group_matcher))
         return _scheduler_defaults(cfg, expr) if native and not server else expr
 
     default = _group_default(cfg, read(f'{g}=""'))

@@ -290,7 +290,7 @@ def server_rules(cfg: Config) -> list[Recording]:
                          ("inter_token_latency_seconds", "inter-token latency (per output token)"),
                          ("e2e_request_latency_seconds", "end-to-end request latency")):
         buckets = per_group(cfg, lambda s: f"sum by ({target}) (rate({s}[{w}]))", f"sglang:{metric}_bucket",
-                            split=("le",), server=True)
+                            split=("le",), native=True, server=True)
         rules += _quantile_rules(cfg, metric, buckets, f"SGLang's {what} (sglang:{metric}).",
                                  cfg.latency_quantiles, NATIVE, record=cfg.record_server)
     return rules

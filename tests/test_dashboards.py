@@ -88,6 +88,8 @@ def test_every_panel_has_datasource_unit_and_description():
     for name, d in _dashboards().items():
         ids = [p["id"] for p in d["panels"]]
         assert len(ids) == len(set(ids)), name
+        titles = [p["title"] for p in d["panels"]]
+        assert len(titles) == len(set(titles)), f"{name}: two panels with one title"
         for p in _panels(d):
             where = f"{name}: {p['title']}"
             assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, where
@@ -196,7 +198,7 @@ def test_scheduler_dashboard_opens_with_the_on_call_row():
                     f'sglang_group, dp_rank) (group_dp_rank:sglang_scheduler_max_running_requests:max{{{sel}, source="log"}} > 0)')
     assert batch["fieldConfig"]["defaults"]["unit"] == "percentunit" and batch["fieldConfig"]["defaults"]["max"] == 1
 
-    assert wait["title"] == "Queue wait"
+    assert wait["title"] == "Queue wait (as alerted)"
     (expr,) = [t["expr"] for t in wait["targets"]]
     assert expr == (f'group_dp_rank:sglang_scheduler_queue_wait_seconds:histogram_quantile_rate5m{{{sel}, '
                     f'source="sglang_metrics", quantile="0.9"}}{on}'
@@ -354,7 +356,7 @@ def test_on_call_row_figures_on_known_series(promtool, tmp_path):
             "KV cache occupancy": [(f"group_dp_rank:sglang_scheduler_kv_usage:max{{{p}}}", 0.97),
                                    (f"group_dp_rank:sglang_scheduler_kv_usage:max{{{q}}}", 0.5)],
             "Decode batch p50 / ceiling": [('{namespace="ns", sglang_group="p", dp_rank="0"}', 80 / 2048)],
-            "Queue wait": [(f"group_dp_rank:sglang_scheduler_queue_wait_seconds:mean_rate5m{{{p}}}", 4.0),
+            "Queue wait (as alerted)": [(f"group_dp_rank:sglang_scheduler_queue_wait_seconds:mean_rate5m{{{p}}}", 4.0),
                            ("group_dp_rank:sglang_scheduler_queue_wait_seconds:histogram_quantile_rate5m"
                             f'{{{q}, quantile="0.9"}}', 1.8)]}
     assert sorted(top) == sorted(want)

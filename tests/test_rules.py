@@ -93,10 +93,16 @@ def gpu_exposition() -> str:
     return "".join(texts)
 
 
+_NATIVE = re.compile(r'\{__name__=~"sglang\[:_\](\w+)"(?:,\s*([^}]*))?\}')
+
+
 def references(expr: str) -> list[tuple[str, list[tuple[str, str, str]]]]:
-    """Metric names an expression reads (recording-rule names with ':' excluded), with matchers."""
+    """Metric names an expression reads (recording-rule names with ':' excluded), with matchers; SGLang's
+    own names read in both spellings (``{__name__=~"sglang[:_]x"}``) as ``sglang:x``."""
     refs = []
-    for m in _METRIC.finditer(expr):
+    for m in _NATIVE.finditer(expr):
+        refs.append((f"sglang:{m.group(1)}", _MATCHER.findall(m.group(2) or "")))
+    for m in _METRIC.finditer(_NATIVE.sub("", expr)):
         matchers = _MATCHER.findall(m.group(3) or "")
         refs.append((m.group(1), matchers))
     return refs
@@ -168,7 +174,7 @@ def test_the_group_idiom_is_written_once():
     native_reads = 0
     for _, group, rule in _rules():
         if group == "sglang-scheduler.rules":
-            reads = len(re.findall(r"sglang:\w+\{", rule["expr"]))
+            reads = len(_NATIVE.findall(rule["expr"]))
             assert rule["expr"].count('"dp_rank", "0", "dp_rank", "")') == reads, rule["record"]
             native_reads += reads
     assert native_reads > 20
@@ -304,18 +310,19 @@ def test_the_reference_check_catches_a_renamed_metric():
     assert check_references("x", 'rate(sglang_scheduler_retraction_total[5m])')
     assert check_references("x", 'sglang_scheduler_batches_total{phase="decoding"}')
     assert not check_references("x", 'sglang_scheduler_batches_total{phase="decode", sglang_group!=""}')
-    assert check_references("x", 'rate(sglang:num_retracted_reqs_total[5m])')
-    assert check_references("x", 'sglang:cuda_graph_passes_total{mode=~"decode"}')
-    assert not check_references("x", 'sglang:cuda_graph_passes_total{mode=~"decode_.*"}')
-    assert not check_references("x", 'sglang:num_queue_reqs{priority=""}')
-    assert check_references("x", 'sglang:num_queue_reqs{priority="high"}')
+    assert check_references("x", 'rate({__name__=~"sglang[:_]num_retracted_reqs_total"}[5m])')
+    assert check_references("x", '{__name__=~"sglang[:_]cuda_graph_passes_total", mode=~"decode"}')
+    assert not check_references("x", '{__name__=~"sglang[:_]cuda_graph_passes_total", mode=~"decode_.*"}')
+    assert not check_references("x", '{__name__=~"sglang[:_]num_queue_reqs", priority="", sglang_group=""}')
+    assert check_references("x", '{__name__=~"sglang[:_]num_queue_reqs", priority="high"}')
+    assert check_references("x", "sglang:token_usages")
     assert CORPUS.is_dir()
 
 
 # ------------------------------------------------------------------------------- SGLang's own /metrics
 
 
-_SERIES = re.compile(r"^(sglang:\w+)\{(.*)\}$")
+_SERIES = re.compile(r"^sglang[:_](?!(?:scheduler|exporter|gpu|omni)_)(\w+)\{(.*)\}$")
 #: Labels of the scrape (never SGLang's).
 _SCRAPE = {"job", "instance", "namespace", "pod", "sglang_group"}
 
@@ -331,15 +338,16 @@ def test_native_series_of_the_promtool_tests_have_real_label_shapes():
                 if not m:
                     continue
                 keys = frozenset(k for k, _, _ in _MATCHER.findall(m.group(2))) - _SCRAPE
-                assert (m.group(1), keys) in shapes, (path.name, case["name"], m.group(1), sorted(keys))
+                name = f"sglang:{m.group(1)}"
+                assert (name, keys) in shapes, (path.name, case["name"], name, sorted(keys))
                 seen += 1
     assert seen > 50
 
 
 def test_the_native_fake_is_sglangs_exposition():
     """tests/native_metrics.py writes what SGLang's prometheus_client writes: counters with _total and
-    no _created, sglang: names unescaped, no dp_rank with one DP rank, counters on every TP rank,
-    gauges on the first attention-TP rank of each DP group."""
+    no _created, sglang: names in the classic text format, no dp_rank with one DP rank, counters on
+    every TP rank, gauges on the first attention-TP rank of each DP group."""
     text = native_metrics.exposition(native_metrics.Shape("0.5.10", tp_size=4, dp_size=2))
     assert "# TYPE sglang:num_retracted_requests_total counter" in text and "_created" not in text
     by_name = {}
@@ -352,3 +360,41 @@ def test_the_native_fake_is_sglangs_exposition():
     one_dp = native_metrics.exposition(native_metrics.Shape("0.5.7", tp_size=2))
     assert "dp_rank" not in one_dp and "prefill_none" not in one_dp and "is_streaming" not in one_dp
     assert 'is_streaming="true"' in native_metrics.exposition(native_metrics.Shape("0.5.17"))
+
+
+def test_the_rules_read_sglangs_names_in_either_spelling(tmp_path):
+    """What Prometheus stores depends on the format it negotiates: the classic text format keeps
+    ``sglang:``; under OpenMetrics with Prometheus 2's Accept header (no UTF-8 escaping), prometheus_client
+    0.23+ writes the sample lines as ``sglang_`` (the HELP and TYPE lines keep the colon). Every name
+    served either way is matched by the rules' selector, and by nothing of ours."""
+    import socket
+    import urllib.request
+
+    server = native_metrics.busy(native_metrics.Shape("0.5.17", tp_size=2))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = server.start(port)
+    try:
+        served = {}
+        for accept in ("text/plain;version=0.0.4;q=0.5,*/*;q=0.1",  # Prometheus' classic text format
+                       "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+                       "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"):  # Prometheus 2's default
+            request = urllib.request.Request(url, headers={"Accept": accept})
+            with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - loopback only
+                text = response.read().decode()
+            served[accept] = {line.split("{")[0].split(" ")[0] for line in text.splitlines()
+                              if line and not line.startswith("#")}
+    finally:
+        server.stop()
+    classic, openmetrics = served.values()
+    assert all(name.startswith("sglang:") for name in classic)
+    assert {name.replace("sglang_", "sglang:", 1) for name in openmetrics} == classic
+    selectors = set(re.findall(r'__name__=~"(sglang\[:_\]\w+)"', (RULES_DIR / "sglang-recording-rules.yml").read_text()))
+    assert len(selectors) > 10
+    for selector in selectors:
+        (read,) = [name for name in classic if re.fullmatch(selector, name)]  # served, once per spelling
+        assert [name for name in openmetrics if re.fullmatch(selector, name)] == [
+            name for name in openmetrics if name.replace("sglang_", "sglang:", 1) == read]
+        for ours in ("sglang_scheduler_batches_total", "sglang_exporter_build_info", "sglang_gpu_up"):
+            assert not re.fullmatch(selector, ours)

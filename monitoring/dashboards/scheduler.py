@@ -89,7 +89,7 @@ def build(cfg: Config):
         "the sidecar: SGLang's own metrics have neither the distribution nor the ceiling.",
         "percentunit", [(of_ceiling_best(0.5), m.sourced)], lo=0, hi=1, base="blue"))
     b = b.with_panel(single(
-        "Queue wait",
+        "Queue wait (as alerted)",
         f"Queue wait as SGLangQueueWaitHigh reads it: the p{num(cfg.queue_wait_quantile * 100)} of SGLang's own "
         "sglang:queue_time_seconds (measured for every request) where it is scraped, else the mean by Little's law "
         f"from the sidecar (time-weighted queue length / admission rate). Red from {wait.threshold:g} s; it adds "
