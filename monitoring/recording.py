@@ -191,12 +191,13 @@ def fpm_rules(cfg: Config) -> list[Recording]:
     def rule(name: str, operation: str, expr: str, comment: str) -> Recording:
         return Recording(cfg.record(name, operation), expr, comment, labels={"source": FPM})
 
-    def rate(metric: str, matchers: str = "") -> str:
-        return per_group(cfg, lambda s: f"rate({s}[{w}])", metric, matchers)
+    def rate(metric: str, matchers: str = "", split: tuple[str, ...] = ()) -> str:
+        return per_group(cfg, lambda s: f"rate({s}[{w}])", metric, matchers, split)
 
     return [
-        rule("batches", "rate{w}", rate("sglang_scheduler_forward_passes_total"),
-             "Forward passes per second, counted one by one (heartbeats excluded): the exact batch count."),
+        rule("batches", "rate{w}", summed(cfg, rate("sglang_scheduler_forward_passes_total", 'mode!="idle"', ("mode",))),
+             "Forward passes per second, counted one by one: prefill, decode and mixed passes (heartbeats and "
+             "the idle passes of DP-attention ranks excluded): the exact batch count."),
         rule("decode_steps", "rate{w}", rate("sglang_scheduler_forward_pass_requests_count", 'phase="decode"'),
              "Forward passes with decode requests per second."),
         *_batch_size_rules(cfg, FPM, "sglang_scheduler_forward_pass_requests", "decode",

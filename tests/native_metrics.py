@@ -19,8 +19,6 @@ wheels 0.5.7, 0.5.10, 0.5.12, 0.5.17; the research note behind this module cites
 :class:`NativeServer` serves such an exposition over real HTTP (prometheus_client, as SGLang does),
 from counters the test advances. :func:`samples` gives the sample names and label sets of every
 modelled release, which tests/test_rules.py checks the rules' ``sglang:`` references against.
-``FPM`` lists the per-forward-pass series of the sidecar (names fixed by issue 14) until the
-exporter exports them itself.
 """
 
 from __future__ import annotations
@@ -296,14 +294,3 @@ def samples() -> dict[str, list[dict[str, str]]]:
 def label_shapes() -> set[tuple[str, frozenset[str]]]:
     """``(sample name, label keys)`` of every series of :data:`SHAPES` (the shapes promtool inputs may use)."""
     return {(name, frozenset(labels)) for name, seen in samples().items() for labels in seen}
-
-
-#: The sidecar's per-forward-pass series (issue 14 fixes the names; dp_rank and phase as it gives them).
-FPM: dict[str, list[dict[str, str]]] = {
-    "sglang_scheduler_forward_passes_total": [{"dp_rank": "0"}],
-    **{f"sglang_scheduler_forward_pass_requests_{part}": [{"dp_rank": "0", "phase": p, **({"le": "+Inf"} if part == "bucket" else {})}
-                                                          for p in ("prefill", "decode")]
-       for part in ("bucket", "sum", "count")},
-    **{f"sglang_scheduler_forward_pass_seconds_{part}": [{"dp_rank": "0", **({"le": "+Inf"} if part == "bucket" else {})}]
-       for part in ("bucket", "sum", "count")},
-}

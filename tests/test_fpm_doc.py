@@ -1,5 +1,5 @@
 """docs/fpm.md says what the code does: its metric table is the collector's, its series budget is
-the real output's, and its recording rules prefer the stream and fall back to the log (promtool)."""
+the real output's, and the shipped recording rules prefer the stream and fall back to the log (promtool)."""
 
 from __future__ import annotations
 
@@ -74,18 +74,10 @@ def test_series_budget_is_what_the_doc_says():
     assert f"8 DP ranks adds {8 * (per_scheduler + per_endpoint):,} series" in text
 
 
-def _rules_block() -> str:
-    text = DOC.read_text(encoding="utf-8")
-    block = text[text.index("<!-- fpm-rules -->"):]
-    return block[block.index("```yaml\n") + 8:block.index("\n```", block.index("```yaml"))]
-
-
 def test_rules_prefer_the_stream_and_fall_back_to_the_log(tmp_path, promtool):
-    rules = tmp_path / "fpm-rules.yml"
-    rules.write_text(_rules_block() + "\n")
-    r = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-
+    """The shipped recording rules: a scheduler with the stream gets its exact pass count (idle passes
+    excluded) as the retraction share's denominator and its exact batch-size quantiles; one without
+    gets the log's."""
     a = 'namespace="ns", job="sglang", instance="a:18400", dp_rank="0"'
     b = 'namespace="ns", job="sglang", instance="b:18400", dp_rank="0"'
     per_min = {  # increase per minute; rate = value / 60
@@ -109,29 +101,30 @@ def test_rules_prefer_the_stream_and_fall_back_to_the_log(tmp_path, promtool):
         f'sglang_scheduler_batch_size_bucket{{{b}, phase="decode", le="+Inf"}}': 60,
         f'sglang_scheduler_retractions_total{{{b}}}': 15,
     }
-    group = lambda inst: f'{{dp_rank="0", job="sglang", namespace="ns", sglang_group="{inst}"}}'  # noqa: E731
     p90_a = histogram_quantile(0.9, {39.0: 0.0, 41.0: 10.0, math.inf: 10.0})
     p90_b = histogram_quantile(0.9, {16.0: 0.0, 24.0: 1.0, math.inf: 1.0})
-    expected = {
-        "group_dp_rank:sglang_scheduler_batches_exact_or_estimated:rate5m": {"a:18400": 10, "b:18400": 12.5},
-        "group_dp_rank:sglang_scheduler_retractions_per_forward_pass:ratio_rate5m": {"a:18400": 0.5 / 10,
-                                                                                      "b:18400": 0.25 / 12.5},
-        'group_dp_rank:sglang_scheduler_decode_batch_size_exact_or_sampled:histogram_quantile_rate5m'
-        '{quantile="0.9"}': {"a:18400": p90_a, "b:18400": p90_b},
-    }
     assert (p90_a, p90_b) == (40.8, 23.2)
+    rules = "group_dp_rank:sglang_scheduler_"
+    quantile = f'{rules}decode_batch_size:histogram_quantile_rate5m{{quantile="0.9"}}'
+    # (expression, group, source, value); the alerts and the dashboards take fpm before log
+    expected = [(f'{rules}batches:rate5m{{source="fpm"}}', "a:18400", "fpm", 10),
+                (f"{rules}retractions_per_batch:ratio_rate5m", "a:18400", "log", 0.5 / 10),
+                (f"{rules}retractions_per_batch:ratio_rate5m", "b:18400", "log", 0.25 / 12.5),
+                (quantile, "a:18400", "fpm", p90_a), (quantile, "a:18400", "log", 64.0 * 0.9),
+                (quantile, "b:18400", "log", p90_b)]
+    tests = {expr: [] for expr, *_ in expected}
+    for expr, inst, source, value in expected:
+        extra = ', quantile="0.9"' if "quantile" in expr else ""
+        tests[expr].append({"labels": f'{expr.split("{")[0]}{{dp_rank="0", namespace="ns", sglang_group="{inst}"'
+                                      f'{extra}, source="{source}"}}', "value": value})
     test = {
-        "rule_files": [str(ROOT / "deploy" / "prometheus" / "sglang-recording-rules.yml"), str(rules)],
+        "rule_files": [str(ROOT / "deploy" / "prometheus" / "sglang-recording-rules.yml")],
         "evaluation_interval": "1m",
         "tests": [{
             "interval": "1m",
             "input_series": [{"series": s, "values": f"0+{v}x10"} for s, v in per_min.items()],
-            "promql_expr_test": [{
-                "expr": expr, "eval_time": "10m",
-                "exp_samples": [{"labels": (expr.split("{")[0] + group(inst)[:-1]
-                                            + (', quantile="0.9"}' if "quantile" in expr else "}")),
-                                 "value": value} for inst, value in by_group.items()],
-            } for expr, by_group in expected.items()],
+            "promql_expr_test": [{"expr": expr, "eval_time": "10m", "exp_samples": samples}
+                                 for expr, samples in tests.items()],
         }],
     }
     path = tmp_path / "fpm-rules.test.yml"

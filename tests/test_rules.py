@@ -6,8 +6,8 @@
 * every metric a rule reads exists in the real exporter's output (one-shot over the whole corpus; GPU
   names from the GPU collector run on the fake NVML backend), with the label values the rule selects;
   SGLang's own ``sglang:*`` names exist in the releases tests/native_metrics.py models (and the native
-  series of the promtool tests have those releases' label shapes); the per-forward-pass names are the
-  ones issue 14 fixes;
+  series of the promtool tests have those releases' label shapes); the per-forward-pass names come
+  from the FPM collector on decoded SGLang messages;
 * every scheduler rule carries a ``source`` label; the three sources are joined on the scheduler
   identity of the config, never on job or instance;
 * recording rules are named ``level:metric:operations``; alerts carry severity, summary, a templated
@@ -48,14 +48,15 @@ _MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
 @functools.cache
 def exporter_samples() -> dict[str, list[dict[str, str]]]:
     """``{sample_name: [labels, ...]}`` of the real command's output: scheduler/exporter metrics from
-    ``--one-shot`` over every corpus log, GPU metrics from the GPU collector on the fake NVML."""
+    ``--one-shot`` over every corpus log, GPU metrics from the GPU collector on the fake NVML, the
+    per-forward-pass metrics from the FPM collector on decoded SGLang messages."""
     paths = ",".join(str(p) for p in corpus_files())
     out = subprocess.run(
         [sys.executable, "-m", "exporter", "--log.path", paths, "--one-shot"],
         capture_output=True, text=True, timeout=120, check=True, cwd=ROOT,
     ).stdout
     found: dict[str, list[dict[str, str]]] = {}
-    for text in (out, gpu_exposition()):
+    for text in (out, gpu_exposition(), fpm_exposition()):
         for family in text_string_to_metric_families(text):
             for s in family.samples:
                 found.setdefault(s.name, []).append(dict(s.labels))
@@ -93,6 +94,25 @@ def gpu_exposition() -> str:
     return "".join(texts)
 
 
+def fpm_exposition() -> str:
+    """The real FPM collector's exposition text after SGLang messages of every pass mode (prefill,
+    decode, mixed, idle) from two DP ranks, decoded as the subscriber decodes them
+    (tests/fpm_publisher.py builds them from SGLang's structs)."""
+    from fpm_publisher import encode, forward_pass
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from exporter.sources.fpm.collector import FpmCollector
+    from exporter.sources.fpm.decode import decode_frames
+    from exporter.sources.fpm.stats import FpmStats
+
+    stats = FpmStats(["ipc:///tmp/sglang-fpm.0"])
+    passes = [forward_pass(dp, prefill=p, decode=d) for dp in (0, 1) for p, d in ((2, 0), (0, 8), (1, 7), (0, 0))]
+    stats.apply(0, [decode_frames([b"", seq.to_bytes(8, "big"), encode(m)]) for seq, m in enumerate(passes)])
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FpmCollector(stats))
+    return generate_latest(registry).decode()
+
+
 _NATIVE = re.compile(r'\{__name__=~"sglang\[:_\](\w+)"(?:,\s*([^}]*))?\}')
 
 
@@ -109,10 +129,9 @@ def references(expr: str) -> list[tuple[str, list[tuple[str, str, str]]]]:
 
 
 def known_samples() -> dict[str, list[dict[str, str]]]:
-    """What the rules and panels may read: the exporter's real output; the per-forward-pass series
-    issue 14 names, where the exporter does not export them yet; SGLang's own series of the modelled
-    releases."""
-    return {**native_metrics.FPM, **exporter_samples(), **native_metrics.samples()}
+    """What the rules and panels may read: the exporter's real output and SGLang's own series of the
+    modelled releases."""
+    return {**exporter_samples(), **native_metrics.samples()}
 
 
 def check_references(where: str, expr: str) -> list[str]:
@@ -316,6 +335,8 @@ def test_the_reference_check_catches_a_renamed_metric():
     assert not check_references("x", '{__name__=~"sglang[:_]num_queue_reqs", priority="", sglang_group=""}')
     assert check_references("x", '{__name__=~"sglang[:_]num_queue_reqs", priority="high"}')
     assert check_references("x", "sglang:token_usages")
+    assert not check_references("x", 'sglang_scheduler_forward_passes_total{mode="idle"}')
+    assert check_references("x", 'sglang_scheduler_forward_passes_total{mode="extend"}')
     assert CORPUS.is_dir()
 
 
@@ -341,6 +362,22 @@ def test_native_series_of_the_promtool_tests_have_real_label_shapes():
                 name = f"sglang:{m.group(1)}"
                 assert (name, keys) in shapes, (path.name, case["name"], name, sorted(keys))
                 seen += 1
+    assert seen > 50
+
+
+def test_sidecar_series_of_the_promtool_tests_have_real_label_shapes():
+    """Every sglang_scheduler_* input series of the promtool tests has the label keys the exporter
+    really writes (log and forward-pass stream alike)."""
+    shapes = {(name, frozenset(labels)) for name, seen in exporter_samples().items() for labels in seen}
+    seen = 0
+    for path in TEST_FILES:
+        for case in yaml.safe_load(path.read_text())["tests"]:
+            for series in case.get("input_series", []):
+                m = re.match(r"^(sglang_scheduler_\w+)\{(.*)\}$", series["series"])
+                if m:
+                    keys = frozenset(k for k, _, _ in _MATCHER.findall(m.group(2))) - _SCRAPE
+                    assert (m.group(1), keys) in shapes, (path.name, case["name"], m.group(1), sorted(keys))
+                    seen += 1
     assert seen > 50
 
 
