@@ -34,9 +34,10 @@ latency: its tokenizer process serves every scheduler of the server).
 Three sources, the `source` label (docs/alerts.md, "Three sources"):
   * log: the sidecar reading the scheduler log (sglang_scheduler_*), every SGLang version;
   * fpm: the sidecar following SGLang's per-forward-pass stream (exact pass counts and batch sizes);
-  * sglang_metrics: SGLang's own /metrics (--enable-metrics, sglang:* names as SGLang serves them).
-They are joined on ({by}), never on job, instance or container: the sidecar and SGLang's
-/metrics are two scrape targets of one pod. `{group}` defaults to the first of
+  * sglang_metrics: SGLang's own /metrics (--enable-metrics), read as sglang:<name> or sglang_<name>
+    (prometheus_client 0.23+ under OpenMetrics, SGLang's router and Ray write the underscore).
+They are joined on ({by}), never on job, instance or container:
+the sidecar and SGLang's /metrics are two scrape targets of one pod. `{group}` defaults to the first of
 {defaults} that a target has, so both targets of one pod meet; SGLang's series without
 {defaulted} get {defaulted_values} (one DP rank), as the sidecar writes them.
 Where several sources describe one scheduler, the alerts use one, most exact first:
