@@ -317,13 +317,20 @@ def test_podmonitor_shape(rendered):
         deployment = _one(objects, "Deployment", "sglang")
         selector = monitor["spec"]["selector"]["matchLabels"]
         assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
-        [endpoint] = monitor["spec"]["podMetricsEndpoints"]
-        assert endpoint["port"] in {p["name"] for p in _sidecar(_pod(objects))["ports"]}
-        assert endpoint["path"] == "/metrics"
-        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "relabelings"}
-        for relabel in endpoint["relabelings"]:
-            assert relabel["targetLabel"] == "sglang_group"
-            assert all(s.startswith("__meta_kubernetes_pod_label_") for s in relabel["sourceLabels"])
+        sidecar, server = monitor["spec"]["podMetricsEndpoints"]
+        assert sidecar["port"] in {p["name"] for p in _sidecar(_pod(objects))["ports"]}
+        # SGLang's own /metrics: the server container's port, and the server runs with --enable-metrics.
+        [sglang] = [c for c in _pod(objects)["containers"] if c["name"] == "sglang"]
+        assert server["port"] in {p["name"] for p in sglang["ports"]}
+        assert "--enable-metrics" in sglang["args"]
+        # Both targets of one pod get the same sglang_group, so the rules join the two sources.
+        assert server["relabelings"] == sidecar["relabelings"]
+        for endpoint in (sidecar, server):
+            assert endpoint["path"] == "/metrics"
+            assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "relabelings"}
+            for relabel in endpoint["relabelings"]:
+                assert relabel["targetLabel"] == "sglang_group"
+                assert all(s.startswith("__meta_kubernetes_pod_label_") for s in relabel["sourceLabels"])
 
 
 def test_prometheusrule_shape_and_promtool(rendered, tmp_path):
