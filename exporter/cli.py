@@ -25,13 +25,11 @@ from .paths import display_path, file_problem
 from .pipeline import Pipeline
 from .settings import Settings, SettingsError, load_settings, parse_listen_address, unknown_environment
 from .state import SchedulerStates
-from .status import ExitStatus
+from .status import PROG, ExitStatus, error, usage_error
 from .tailer import Follower, has_glob, make_sources
 from .web import WebServer, make_app
 
 log = logging.getLogger("sglang_exporter")
-
-PROG = "sglang-exporter"
 
 
 def build_registry(pipeline: Pipeline, idle_after: float | None,
@@ -50,11 +48,6 @@ def build_registry(pipeline: Pipeline, idle_after: float | None,
     return registry
 
 
-def _usage_error(message: str) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return ExitStatus.USAGE
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit code (see the module docstring)."""
     if argv is None:
@@ -68,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         for warning in env_warnings:
             print(f"{PROG}: warning: {warning}", file=sys.stderr)
-        return _usage_error(str(exc))
+        return usage_error(str(exc))
     level = settings.log.level.upper()
     if settings.one_shot and level == "INFO":
         level = "WARNING"  # one-shot output is the exposition on stdout; keep stderr for problems
@@ -77,10 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     for warning in env_warnings:
         log.warning("%s", warning)
     if not settings.demo and not settings.log.path:
-        return _usage_error("setting log.path (--log.path, SGLANG_EXPORTER_LOG__PATH) is required "
+        return usage_error("setting log.path (--log.path, SGLANG_EXPORTER_LOG__PATH) is required "
                             "(or use --demo)")
     if settings.demo and settings.log.path:
-        return _usage_error("setting demo (--demo) replays the bundled sample log; it cannot be combined "
+        return usage_error("setting demo (--demo) replays the bundled sample log; it cannot be combined "
                             "with log.path (--log.path)")
     pipeline = Pipeline(SchedulerStates(settings.sglang.decode_log_interval,
                                         chunked_prefill_size=settings.sglang.chunked_prefill_size))
@@ -94,9 +87,9 @@ def _one_shot(settings: Settings, pipeline: Pipeline) -> int:
     for path in paths:
         if has_glob(path):
             if not any(os.path.isfile(m) for m in glob.glob(path)):
-                return _usage_error(f"setting log.path (--log.path): {path!r} matches no file")
+                return usage_error(f"setting log.path (--log.path): {path!r} matches no file")
         elif (problem := file_problem(path)) is not None:
-            return _usage_error(f"setting log.path (--log.path): {display_path(path)!r} {problem}")
+            return usage_error(f"setting log.path (--log.path): {display_path(path)!r} {problem}")
     sources = make_sources(paths, pipeline, from_beginning=True, max_line_bytes=settings.log.max_line_bytes)
     try:
         for source in sources:
@@ -136,7 +129,7 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
         try:
             fpm = make_source(settings.fpm)
         except zmq.ZMQError as exc:
-            return _usage_error(f"setting fpm.endpoints (--fpm.endpoints, SGLANG_EXPORTER_FPM__ENDPOINTS): "
+            return usage_error(f"setting fpm.endpoints (--fpm.endpoints, SGLANG_EXPORTER_FPM__ENDPOINTS): "
                                 f"ZeroMQ refuses it: {exc}")
     # NVML describes this machine now, so it runs only here, never in one-shot mode (a recorded log).
     # The demo promises to run without a GPU: there, a machine without NVML is said at INFO, not WARNING.
@@ -163,8 +156,7 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
         follower.stop()
         if fpm is not None:
             fpm.stop()
-        print(f"{PROG}: error: cannot listen on {settings.web.listen_address} (--web.listen-address): "
-              f"{exc.strerror or exc}", file=sys.stderr)
+        error(f"cannot listen on {settings.web.listen_address} (--web.listen-address): {exc.strerror or exc}")
         return ExitStatus.RUNTIME
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -227,3 +227,14 @@ Event = PrefillBatch | DecodeBatch | Retraction | RetractAbort | Capacity | Serv
 #: Line kinds used as the ``kind`` label of ``sglang_exporter_log_lines_total``.
 KINDS = ("prefill", "decode", "retraction", "retract_abort", "capacity", "server_args",
          "req_time_stats", "other")
+
+#: Line kind of each event type (``other`` is a line that is no event).
+KIND_OF = {
+    PrefillBatch: "prefill",
+    DecodeBatch: "decode",
+    Retraction: "retraction",
+    RetractAbort: "retract_abort",
+    Capacity: "capacity",
+    ServerArgs: "server_args",
+    ReqTimeStats: "req_time_stats",
+}

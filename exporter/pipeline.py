@@ -14,23 +14,11 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .events import KINDS, Capacity, DecodeBatch, PrefillBatch, ReqTimeStats, RetractAbort, Retraction, ServerArgs
+from .events import KIND_OF, KINDS, Capacity, ServerArgs
 from .parser import Malformed, parse_line
 from .state import SchedulerStates
 
 log = logging.getLogger(__name__)
-
-#: Line kind of each event type (the ``kind`` label of ``sglang_exporter_log_lines_total``).
-KIND_OF = {
-    PrefillBatch: "prefill",
-    DecodeBatch: "decode",
-    Retraction: "retraction",
-    RetractAbort: "retract_abort",
-    Capacity: "capacity",
-    ServerArgs: "server_args",
-    ReqTimeStats: "req_time_stats",
-}
-
 
 @dataclass(slots=True)
 class FileStats:

@@ -1,8 +1,13 @@
-"""Exit statuses of ``sglang-exporter`` and ``sglang-exporter report`` (documented in ``--help``)."""
+"""Exit statuses, the program name and the one-line usage error of ``sglang-exporter`` (and its
+``report`` subcommand); documented in ``--help``."""
 
 from __future__ import annotations
 
+import sys
 from enum import IntEnum
+
+#: The command's name, as error messages and ``--help`` show it.
+PROG = "sglang-exporter"
 
 
 class ExitStatus(IntEnum):
@@ -24,3 +29,14 @@ class ExitStatus(IntEnum):
     RUNTIME = 1
     USAGE = 2
     NO_SCHEDULER_LINES = 3
+
+
+def error(message: str, prog: str = PROG) -> None:
+    """Print ``<prog>: error: <message>`` on stderr (one line, as argparse does)."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+
+
+def usage_error(message: str, prog: str = PROG) -> ExitStatus:
+    """Print a usage error naming the setting or argument; returns :attr:`ExitStatus.USAGE`."""
+    error(message, prog)
+    return ExitStatus.USAGE

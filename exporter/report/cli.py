@@ -16,7 +16,7 @@ from ..limits import (
     DEFAULT_DECODE_LOG_INTERVAL,
 )
 from ..paths import display_path, file_problem
-from ..status import ExitStatus
+from ..status import ExitStatus, usage_error
 from . import html as html_page
 from . import plots
 from .analyse import analyse
@@ -84,8 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _usage(message: str) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return ExitStatus.USAGE
+    return usage_error(message, PROG)
 
 
 def _check(args) -> str | None:

@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ..status import PROG as COMMAND
 from ..limits import DEFAULT_DECODE_LOG_INTERVAL, DEFAULT_MAX_LINE_BYTES, QUEUE_SAMPLE_MAX_GAP_SECONDS
 from .linedata import MAMBA_NUM, SWA_TOKENS, FinishRecords, kv_allocation, line_time, split_server_args
 from .upstream import (
@@ -31,7 +32,7 @@ from .upstream import (
     parse_line,
 )
 
-PROG = "sglang-exporter report"
+PROG = f"{COMMAND} report"
 #: Lines longer than this are skipped and counted (the tailer's default ``--log.max-line-bytes``).
 MAX_LINE_BYTES = DEFAULT_MAX_LINE_BYTES
 #: Inputs larger than this show progress on a terminal.

@@ -7,6 +7,7 @@ counter follows the same rules as the metrics. When those modules move, this fil
 from __future__ import annotations
 
 from ..events import (
+    KIND_OF,
     KINDS,
     Capacity,
     DecodeBatch,
@@ -17,7 +18,6 @@ from ..events import (
     ServerArgs,
 )
 from ..parser import Malformed, parse_line
-from ..pipeline import KIND_OF
 from ..state import SchedulerStates
 
 __all__ = ["KINDS", "KIND_OF", "Capacity", "DecodeBatch", "Malformed", "PrefillBatch", "ReqTimeStats",
