@@ -65,7 +65,7 @@ def main() -> None:
 
     from exporter.cli import build_registry  # noqa: PLC0415
     from exporter.pipeline import Pipeline  # noqa: PLC0415
-    from exporter.state import SchedulerStates  # noqa: PLC0415
+    from exporter.scheduler.state import SchedulerStates  # noqa: PLC0415
 
     pipeline = Pipeline(SchedulerStates())
     lines = _dp_lines(log)

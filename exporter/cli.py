@@ -23,8 +23,8 @@ from .demo import Replayer, sample_log_path
 from .gpu import GpuCollector, make_poller
 from .paths import display_path, file_problem
 from .pipeline import Pipeline
+from .scheduler.state import SchedulerStates
 from .settings import Settings, SettingsError, load_settings, parse_listen_address, unknown_environment
-from .state import SchedulerStates
 from .status import PROG, ExitStatus, error, usage_error
 from .tailer import Follower, has_glob, make_sources
 from .web import WebServer, make_app

@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 
 from . import __version__
 from .pipeline import Pipeline
-from .state import SchedulerState, SchedulerStates
+from .scheduler.state import SchedulerState, SchedulerStates
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ _DP = ("dp_rank",)
 
 
 class SchedulerCollector(Collector):
-    """Yields every ``sglang_scheduler_*`` family from :class:`~exporter.state.SchedulerStates`.
+    """Yields every ``sglang_scheduler_*`` family from :class:`~exporter.scheduler.state.SchedulerStates`.
 
     Args:
         pipeline: The pipeline whose state is read (under its lock).

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .events import KIND_OF, KINDS, Capacity, ServerArgs
 from .parser import Malformed, parse_line
-from .state import SchedulerStates
+from .scheduler.state import SchedulerStates
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class FileStats:
 
 
 class Pipeline:
-    """Feeds lines through the parser into :class:`~exporter.state.SchedulerStates`.
+    """Feeds lines through the parser into :class:`~exporter.scheduler.state.SchedulerStates`.
 
     Args:
         states: The scheduler state to update.

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from exporter.parser import Malformed, parse_line  # noqa: E402
 from exporter.pipeline import Pipeline  # noqa: E402
-from exporter.state import SchedulerStates  # noqa: E402
+from exporter.scheduler.state import SchedulerStates  # noqa: E402
 from exporter.tailer import Tailer  # noqa: E402
 
 TITLES = (b"batch", b"etract", b"max_total_num_tokens", b"server_args", b"Time Stats", b"TimeStats",

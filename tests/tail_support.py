@@ -16,7 +16,7 @@ from prometheus_client import generate_latest
 
 from exporter.cli import build_registry
 from exporter.pipeline import Pipeline
-from exporter.state import SchedulerStates
+from exporter.scheduler.state import SchedulerStates
 from exporter.tailer import Follower, make_sources
 
 #: Seconds any single wait may take; generous because other test runs share the CPUs.

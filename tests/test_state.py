@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from exporter.cli import build_registry
 from exporter.collector import GuardedCollectors, SchedulerCollector
 from exporter.pipeline import Pipeline
-from exporter.state import QUEUE_SAMPLE_MAX_GAP_SECONDS, SchedulerStates
+from exporter.scheduler.state import QUEUE_SAMPLE_MAX_GAP_SECONDS, SchedulerStates
 
 RETRACT = ("[2025-03-07 21:49:{s:02d} TP{tp}] Decode out of memory happened. #retracted_reqs: {n}, "
            "#new_token_ratio: 0.1474 -> 0.1845")
@@ -194,7 +194,7 @@ def test_full_registry_exposition_lints_clean(promtool):
 
 
 def test_garbage_rank_tags_cannot_grow_series_without_bound():
-    from exporter.state import MAX_SCHEDULERS
+    from exporter.scheduler.state import MAX_SCHEDULERS
 
     lines = [DECODE.format(s=0, tags=f" DP{dp} TP0", r=1, t=1, q=0) for dp in range(MAX_SCHEDULERS + 50)]
     p = feed(lines)

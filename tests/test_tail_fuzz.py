@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from exporter.parser import Malformed, parse_line
 from exporter.pipeline import Pipeline
-from exporter.state import SchedulerStates
+from exporter.scheduler.state import SchedulerStates
 from exporter.tailer import Tailer
 
 REAL = sorted({line for p in corpus_files() for line in p.read_bytes().split(b"\n")

@@ -10,7 +10,7 @@ from collections import Counter
 from tail_support import DECODE_LINES, OTHER_LINES, Harness, append, decode_block
 
 from exporter.pipeline import Pipeline
-from exporter.state import SchedulerStates
+from exporter.scheduler.state import SchedulerStates
 
 
 def expected_counts(data: bytes) -> Counter:

@@ -17,7 +17,7 @@ from prometheus_client import generate_latest
 
 from exporter.cli import build_registry
 from exporter.pipeline import Pipeline
-from exporter.state import SchedulerStates
+from exporter.scheduler.state import SchedulerStates
 from exporter.tailer import make_sources
 from exporter.web import Limits, WebServer, make_app
 

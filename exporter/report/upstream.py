@@ -18,7 +18,7 @@ from ..events import (
     ServerArgs,
 )
 from ..parser import Malformed, parse_line
-from ..state import SchedulerStates
+from ..scheduler.state import SchedulerStates
 
 __all__ = ["KINDS", "KIND_OF", "Capacity", "DecodeBatch", "Malformed", "PrefillBatch", "ReqTimeStats",
            "RetractAbort", "Retraction", "SchedulerStates", "ServerArgs", "parse_line"]

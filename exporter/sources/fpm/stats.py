@@ -20,7 +20,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from ...limits import MAX_SCHEDULERS
-from ...state import Histogram
+from ...scheduler.histogram import Histogram
 from .decode import ForwardPassMetrics, QueuedRequestMetrics, Schema
 
 #: Message results counted per endpoint, in exposition order (``sglang_exporter_fpm_messages_total``).
@@ -70,7 +70,7 @@ def _table(bounds: tuple[float, ...]) -> list[int]:
 
 
 class Buckets(Histogram):
-    """:class:`exporter.state.Histogram` (counts per ``le`` bound, ``+Inf``, sum) whose integer
+    """:class:`exporter.scheduler.histogram.Histogram` (counts per ``le`` bound, ``+Inf``, sum) whose integer
     observations up to the last bound take their bucket from a table instead of a search, which
     matters at thousands of observations per second.
 

@@ -18,10 +18,9 @@ The counting rule (the scheduler's story must not be inflated by replicas):
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from .events import (
+from ..events import (
     Capacity,
     DecodeBatch,
     Event,
@@ -32,7 +31,8 @@ from .events import (
     Retraction,
     ServerArgs,
 )
-from .limits import DEFAULT_DECODE_LOG_INTERVAL, MAX_REPLICAS, MAX_SCHEDULERS, QUEUE_SAMPLE_MAX_GAP_SECONDS
+from .histogram import Histogram
+from ..limits import DEFAULT_DECODE_LOG_INTERVAL, MAX_REPLICAS, MAX_SCHEDULERS, QUEUE_SAMPLE_MAX_GAP_SECONDS
 
 #: ``sglang_scheduler_batch_size`` buckets: powers of two and halfway points over 1..1024.
 BATCH_SIZE_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
@@ -43,35 +43,6 @@ PREFILL_TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 1638
 #: Queue wait in seconds, 1 ms .. 10 min.
 QUEUE_WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
                       30.0, 60.0, 120.0, 300.0, 600.0)
-
-
-
-class Histogram:
-    """A classic histogram's data: non-cumulative bucket counts, sum and count.
-
-    Args:
-        bounds: Upper bounds (``le``), strictly increasing; a ``+Inf`` bucket is implied.
-    """
-
-    __slots__ = ("bounds", "counts", "total")
-
-    def __init__(self, bounds: tuple[float, ...]):
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)
-        self.total = 0.0
-
-    def observe(self, value: float) -> None:
-        """Add one observation (``le`` semantics: a value equal to a bound falls in that bucket)."""
-        self.counts[bisect_left(self.bounds, value)] += 1
-        self.total += value
-
-    def cumulative(self) -> list[int]:
-        """Cumulative counts per bound, ``+Inf`` last (its value is the observation count)."""
-        out, running = [], 0
-        for c in self.counts:
-            running += c
-            out.append(running)
-        return out
 
 
 @dataclass(slots=True)
