@@ -66,8 +66,9 @@ def main() -> None:
     from exporter.cli import build_registry  # noqa: PLC0415
     from exporter.pipeline import Pipeline  # noqa: PLC0415
     from exporter.scheduler.state import SchedulerStates  # noqa: PLC0415
+    from exporter.scheduler.store import SchedulerStore
 
-    pipeline = Pipeline(SchedulerStates())
+    pipeline = Pipeline(SchedulerStore(SchedulerStates()))
     lines = _dp_lines(log)
     for i in range(0, len(lines), 4096):
         pipeline.feed(lines[i:i + 4096])

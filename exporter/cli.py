@@ -18,12 +18,14 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector
 
-from .collector import ExporterCollector, GuardedCollectors, SchedulerCollector
 from .demo import Replayer, sample_log_path
 from .gpu import GpuCollector, make_poller
 from .paths import display_path, file_problem
 from .pipeline import Pipeline
+from .scheduler.collector import SchedulerCollector
 from .scheduler.state import SchedulerStates
+from .scheduler.store import SchedulerStore
+from .selfmetrics import ExporterCollector, GuardedCollectors
 from .settings import Settings, SettingsError, load_settings, parse_listen_address, unknown_environment
 from .status import PROG, ExitStatus, error, usage_error
 from .tailer import Follower, has_glob, make_sources
@@ -42,7 +44,7 @@ def build_registry(pipeline: Pipeline, idle_after: float | None,
     """
     registry = CollectorRegistry(auto_describe=False, support_collectors_without_names=True)
     registry.register(GuardedCollectors([
-        ("scheduler", SchedulerCollector(pipeline, idle_after)),
+        ("scheduler", SchedulerCollector(pipeline.store, idle_after)),
         ("exporter", ExporterCollector(pipeline)),
     ] + ([("gpu", gpu)] if gpu is not None else []) + ([("fpm", fpm)] if fpm is not None else [])))
     return registry
@@ -75,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     if settings.demo and settings.log.path:
         return usage_error("setting demo (--demo) replays the bundled sample log; it cannot be combined "
                             "with log.path (--log.path)")
-    pipeline = Pipeline(SchedulerStates(settings.sglang.decode_log_interval,
-                                        chunked_prefill_size=settings.sglang.chunked_prefill_size))
+    pipeline = Pipeline(SchedulerStore(SchedulerStates(settings.sglang.decode_log_interval,
+                                                       chunked_prefill_size=settings.sglang.chunked_prefill_size)))
     if settings.one_shot:
         return _one_shot(settings, pipeline)
     return _serve(settings, pipeline)

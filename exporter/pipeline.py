@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .events import KIND_OF, KINDS, Capacity, ServerArgs
 from .parser import Malformed, parse_line
-from .scheduler.state import SchedulerStates
+from .scheduler.store import SchedulerStore
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +61,10 @@ class Pipeline:
         last_line_wall: Wall-clock time of the latest line fed, or ``None``.
     """
 
-    def __init__(self, states: SchedulerStates, clock=time.time):
-        self.states = states
-        self.lock = threading.Lock()
+    def __init__(self, store: SchedulerStore, clock=time.time):
+        self.store = store
+        self.states = store.states
+        self.lock = store.lock
         self.lines: Counter[tuple[str, str]] = Counter()
         for kind in KINDS:
             if kind == "other":
@@ -106,9 +107,7 @@ class Pipeline:
                 if type(ev) in (Capacity, ServerArgs):
                     events.append(ev)
         if events:
-            with self.lock:
-                for ev in events:
-                    self.states.apply(ev)
+            self.store.apply(events, self._clock())
         return len(events)
 
     def feed(self, lines: Iterable[str]) -> int:
@@ -121,27 +120,30 @@ class Pipeline:
         if not parsed:
             return 0
         wall = self._clock()
+        events = []
+        ignored = 0
+        malformed: list[str] = []
+        for ev in parsed:
+            if ev is None:
+                ignored += 1
+            elif type(ev) is Malformed:
+                malformed.append(ev.kind)
+                log.debug("malformed %s line: %s", ev.kind, ev.reason)
+            else:
+                events.append(ev)
+        rejected = self.store.apply(events, wall) if events else ()
         counts = self.lines
         with self.lock:
-            apply = self.states.apply
-            for ev in parsed:
-                if ev is None:
-                    counts[("other", "ignored")] += 1
-                elif type(ev) is Malformed:
-                    counts[(ev.kind, "malformed")] += 1
-                    log.debug("malformed %s line: %s", ev.kind, ev.reason)
-                else:
-                    kind = KIND_OF[type(ev)]
-                    try:
-                        applied = apply(ev, wall)
-                    except Exception:  # defence in depth: one event must never lose the rest
-                        log.warning("could not apply a %s line; counted as malformed", kind, exc_info=True)
-                        applied = False
-                    if applied:
-                        counts[(kind, "parsed")] += 1
-                    else:
-                        counts[(kind, "malformed")] += 1
-                        log.debug("dropped %s line of scheduler DP%s: too many schedulers or replicas",
-                                  kind, ev.origin.dp_rank)
+            counts[("other", "ignored")] += ignored
+            for kind in malformed:
+                counts[(kind, "malformed")] += 1
+            for ev in events:
+                counts[(KIND_OF[type(ev)], "parsed")] += 1
+            for ev in rejected:  # beyond the scheduler/replica caps, or failing to apply
+                kind = KIND_OF[type(ev)]
+                counts[(kind, "parsed")] -= 1
+                counts[(kind, "malformed")] += 1
+                log.debug("dropped %s line of scheduler DP%s: too many schedulers or replicas",
+                          kind, ev.origin.dp_rank)
             self.last_line_wall = wall
         return len(parsed)

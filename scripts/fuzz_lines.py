@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 from exporter.parser import Malformed, parse_line  # noqa: E402
 from exporter.pipeline import Pipeline  # noqa: E402
 from exporter.scheduler.state import SchedulerStates  # noqa: E402
+from exporter.scheduler.store import SchedulerStore
 from exporter.tailer import Tailer  # noqa: E402
 
 TITLES = (b"batch", b"etract", b"max_total_num_tokens", b"server_args", b"Time Stats", b"TimeStats",
@@ -79,7 +80,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sglang.log"
         path.write_bytes(b"")
-        pipeline = Pipeline(SchedulerStates(40))
+        pipeline = Pipeline(SchedulerStore(SchedulerStates(40)))
         tailer = Tailer(str(path), pipeline, from_beginning=True, max_line_bytes=1 << 16)
         tailer.poll()
         seen = Counter()

@@ -17,6 +17,7 @@ from prometheus_client import generate_latest
 from exporter.cli import build_registry
 from exporter.pipeline import Pipeline
 from exporter.scheduler.state import SchedulerStates
+from exporter.scheduler.store import SchedulerStore
 from exporter.tailer import Follower, make_sources
 
 #: Seconds any single wait may take; generous because other test runs share the CPUs.
@@ -59,7 +60,7 @@ class Harness:
     def __init__(self, *paths, poll_interval: float = 0.05, watch_mode: str = "inotify",
                  rotate_wait: float = 0.3, from_beginning: bool = False, max_line_bytes: int = 1 << 20,
                  observer_factory=None):
-        self.pipeline = Pipeline(SchedulerStates(40))
+        self.pipeline = Pipeline(SchedulerStore(SchedulerStates(40)))
         self.sources = make_sources([str(p) for p in paths], self.pipeline, from_beginning=from_beginning,
                                     max_line_bytes=max_line_bytes, rotate_wait=rotate_wait)
         kw = {} if observer_factory is None else {"observer_factory": observer_factory}

@@ -6,9 +6,11 @@ from conftest import samples, value
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter.cli import build_registry
-from exporter.collector import GuardedCollectors, SchedulerCollector
+from exporter.scheduler.collector import SchedulerCollector
+from exporter.selfmetrics import GuardedCollectors
 from exporter.pipeline import Pipeline
 from exporter.scheduler.state import QUEUE_SAMPLE_MAX_GAP_SECONDS, SchedulerStates
+from exporter.scheduler.store import SchedulerStore
 
 RETRACT = ("[2025-03-07 21:49:{s:02d} TP{tp}] Decode out of memory happened. #retracted_reqs: {n}, "
            "#new_token_ratio: 0.1474 -> 0.1845")
@@ -21,12 +23,12 @@ PREFILL = ("[2026-09-13 16:06:{s:02d}{tags}] Prefill batch, #new-seq: {n}, #new-
 
 def scrape(pipeline: Pipeline, idle_after=None, clock=None) -> dict:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SchedulerCollector(pipeline, idle_after, clock or (lambda: 0.0)))
+    registry.register(SchedulerCollector(pipeline.store, idle_after, clock or (lambda: 0.0)))
     return samples(generate_latest(registry).decode())
 
 
 def feed(lines, interval=40, clock=lambda: 1000.0) -> Pipeline:
-    p = Pipeline(SchedulerStates(interval, clock=clock), clock=clock)
+    p = Pipeline(SchedulerStore(SchedulerStates(interval, clock=clock)), clock=clock)
     p.feed(lines)
     return p
 
@@ -172,7 +174,7 @@ def test_a_failing_collector_does_not_fail_the_scrape():
 
     p = feed([DECODE.format(s=0, tags="", r=7, t=10, q=2)])
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(GuardedCollectors([("broken", Broken()), ("scheduler", SchedulerCollector(p, None))]))
+    registry.register(GuardedCollectors([("broken", Broken()), ("scheduler", SchedulerCollector(p.store, None))]))
     m = samples(generate_latest(registry).decode())
     assert value(m, "sglang_exporter_collector_success", collector="broken") == 0
     assert value(m, "sglang_exporter_collector_success", collector="scheduler") == 1
@@ -184,7 +186,7 @@ def test_full_registry_exposition_lints_clean(promtool):
 
     from conftest import CORPUS
 
-    p = Pipeline(SchedulerStates())
+    p = Pipeline(SchedulerStore(SchedulerStates()))
     for name in ("008-retraction-storm-tokens-gained-uvicorn.log", "024-dp-attention-mtp-dp-tp-tags.log",
                  "010-pd-prefill-node0-mooncake-transfer-fail.log", "019-npu-mamba-usage-full-token-prefill-burst.log"):
         p.feed((CORPUS / name).read_text(encoding="utf-8").splitlines())

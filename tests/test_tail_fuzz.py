@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from exporter.parser import Malformed, parse_line
 from exporter.pipeline import Pipeline
 from exporter.scheduler.state import SchedulerStates
+from exporter.scheduler.store import SchedulerStore
 from exporter.tailer import Tailer
 
 REAL = sorted({line for p in corpus_files() for line in p.read_bytes().split(b"\n")
@@ -50,7 +51,7 @@ def _mutated_text(data: bytes) -> str:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(mutated_line(), min_size=1, max_size=30))
 def test_parser_never_raises_and_counters_never_decrease(lines):
-    p = Pipeline(SchedulerStates(40))
+    p = Pipeline(SchedulerStore(SchedulerStates(40)))
     before = Counter(p.lines)
     for line in lines:
         for text in _mutated_text(line).split("\n"):
@@ -73,7 +74,7 @@ def test_tailer_chunking_matches_one_piece_reading(tmp_path_factory, lines, cuts
     path = tmp_path_factory.mktemp("fuzz") / "sglang.log"
     data = b"\n".join(lines) + b"\n"
     path.write_bytes(b"")
-    p = Pipeline(SchedulerStates(40))
+    p = Pipeline(SchedulerStore(SchedulerStates(40)))
     t = Tailer(str(path), p, from_beginning=True, max_line_bytes=4096)
     try:
         t.poll()
@@ -90,7 +91,7 @@ def test_tailer_chunking_matches_one_piece_reading(tmp_path_factory, lines, cuts
             seen = now
     finally:
         t.close()
-    ref = Pipeline(SchedulerStates(40))
+    ref = Pipeline(SchedulerStore(SchedulerStates(40)))
     rt = Tailer(str(path), ref, from_beginning=True, max_line_bytes=4096)
     try:
         rt.poll()

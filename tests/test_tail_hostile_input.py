@@ -11,11 +11,12 @@ from tail_support import DECODE_LINES, OTHER_LINES, Harness, append, decode_bloc
 
 from exporter.pipeline import Pipeline
 from exporter.scheduler.state import SchedulerStates
+from exporter.scheduler.store import SchedulerStore
 
 
 def expected_counts(data: bytes) -> Counter:
     """Line counts for ``data`` read in one piece: complete lines only, CRLF/CR as documented."""
-    p = Pipeline(SchedulerStates(40))
+    p = Pipeline(SchedulerStore(SchedulerStates(40)))
     lines = []
     for raw in data.split(b"\n")[:-1]:
         text = raw.lstrip(b"\0").decode("utf-8", "replace")

@@ -18,12 +18,13 @@ from prometheus_client import generate_latest
 from exporter.cli import build_registry
 from exporter.pipeline import Pipeline
 from exporter.scheduler.state import SchedulerStates
+from exporter.scheduler.store import SchedulerStore
 from exporter.tailer import make_sources
 from exporter.web import Limits, WebServer, make_app
 
 
 def _server(pipeline=None):
-    registry = build_registry(pipeline or Pipeline(SchedulerStates()), None)
+    registry = build_registry(pipeline or Pipeline(SchedulerStore(SchedulerStates())), None)
     server = WebServer("127.0.0.1", 0, make_app(registry))
     server.start()
     return server
@@ -49,7 +50,7 @@ def test_only_get_and_head_are_allowed():
 def test_a_client_that_never_finishes_its_request_is_disconnected():
     """The whole-request deadline: a partial request line, then nothing (and a connection that
     sends nothing at all) are closed once the request timeout has passed."""
-    registry = build_registry(Pipeline(SchedulerStates()), None)
+    registry = build_registry(Pipeline(SchedulerStore(SchedulerStates())), None)
     server = WebServer("127.0.0.1", 0, make_app(registry), Limits(request_timeout=1.0))
     server.start()
     try:
@@ -72,7 +73,7 @@ def test_a_file_name_that_is_not_utf8_does_not_break_metrics(tmp_path, promtool)
     bad = os.fsdecode(os.path.join(os.fsencode(str(tmp_path)), b"evil\xff.log"))
     with open(bad, "w", encoding="utf-8") as f:
         f.write((CORPUS / "007-decode-oom-retract-tp16.log").read_text(encoding="utf-8"))
-    pipeline = Pipeline(SchedulerStates())
+    pipeline = Pipeline(SchedulerStore(SchedulerStates()))
     for source in make_sources([str(tmp_path / "*.log")], pipeline, from_beginning=True):
         source.poll()
     text = generate_latest(build_registry(pipeline, None)).decode()

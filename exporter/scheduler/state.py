@@ -1,7 +1,8 @@
 """Scheduler state: applies parsed events to counters, histograms and last-seen gauges.
 
-No Prometheus imports here: :mod:`exporter.collector` reads a snapshot of this state at scrape
-time. Not thread-safe by itself; :class:`exporter.pipeline.Pipeline` serialises access.
+No Prometheus imports here, and no lock: :class:`exporter.scheduler.store.SchedulerStore` guards
+this state, the sources write it through the store's ``apply`` and the collector reads the store's
+snapshot at scrape time.
 
 The counting rule (the scheduler's story must not be inflated by replicas):
 

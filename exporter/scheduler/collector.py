@@ -1,16 +1,14 @@
-"""Collectors: turn a snapshot of the pipeline into Prometheus metric families at scrape time.
+"""The ``sglang_scheduler_*`` collector: a :class:`~exporter.scheduler.store.SchedulerStore`
+snapshot turned into metric families at scrape time (outside the store's lock).
 
 Every family's HELP names the log line and field it comes from. All scheduler metrics carry the
-label ``dp_rank``. The README's metric table lists the same names; ``tests/test_metrics_doc.py``
-keeps the two in step.
+label ``dp_rank``.
 """
 
 from __future__ import annotations
 
-import logging
-import platform
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -20,11 +18,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from . import __version__
-from .pipeline import Pipeline
-from .scheduler.state import SchedulerState, SchedulerStates
-
-log = logging.getLogger(__name__)
+from .store import HistogramData, SchedulerSnapshot, SchedulerStore
 
 # (metric name, ReplicaCounters attribute, HELP) for plain per-scheduler counters.
 _COUNTERS = (
@@ -106,28 +100,27 @@ _DP = ("dp_rank",)
 
 
 class SchedulerCollector(Collector):
-    """Yields every ``sglang_scheduler_*`` family from :class:`~exporter.scheduler.state.SchedulerStates`.
+    """Yields every ``sglang_scheduler_*`` family from a :meth:`SchedulerStore.snapshot`.
 
     Args:
-        pipeline: The pipeline whose state is read (under its lock).
+        store: The scheduler state; only its snapshot is read (the copy is the only work under
+            its lock).
         idle_after: Seconds after the latest Prefill/Decode line of a scheduler past which its
             latest-line gauges are no longer exported (SGLang prints nothing while idle, so the last
             values would be stale). ``None`` keeps them forever (one-shot mode).
         clock: Wall-clock source, seconds since the epoch.
     """
 
-    def __init__(self, pipeline: Pipeline, idle_after: float | None = 60.0, clock=time.time):
-        self.pipeline = pipeline
+    def __init__(self, store: SchedulerStore, idle_after: float | None = 60.0, clock=time.time):
+        self.store = store
         self.idle_after = idle_after
         self.clock = clock
 
     def collect(self) -> Iterator[Metric]:
-        with self.pipeline.lock:
-            return iter(self._families(self.pipeline.states))
+        return iter(self._families(self.store.snapshot()))
 
-    def _families(self, st: SchedulerStates) -> list[Metric]:
+    def _families(self, snap: SchedulerSnapshot) -> list[Metric]:
         now = self.clock()
-        scheds = sorted(st.schedulers.items(), key=lambda kv: (len(kv[0]), kv[0]))
         out: list[Metric] = []
 
         batch = HistogramMetricFamily(
@@ -175,35 +168,37 @@ class SchedulerCollector(Collector):
             "Wall-clock time the exporter read the scheduler's latest Prefill/Decode batch line.",
             labels=_DP)
 
-        for dp, s in scheds:
+        for s in snap.schedulers:
+            dp = s.identity[0]
             for phase, attr in (("prefill", "batch_size_prefill"), ("decode", "batch_size_decode")):
-                _add_hist(batch, [dp, phase], s, attr)
+                _add_hist(batch, [dp, phase], s.histogram[attr])
             for phase, attr in (("prefill", "kv_usage_prefill"), ("decode", "kv_usage_decode")):
-                _add_hist(kv_hist, [dp, phase], s, attr)
-            batches.add_metric([dp, "prefill"], s.counter("prefill_batches"))
-            batches.add_metric([dp, "decode"], s.counter("decode_steps"))
-            recomputed.add_metric([dp, "new_tokens_gained"], s.counter("recomputed_tokens_gained"))
-            recomputed.add_metric([dp, "estimated"], s.counter("recomputed_tokens_estimated"))
+                _add_hist(kv_hist, [dp, phase], s.histogram[attr])
+            batches.add_metric([dp, "prefill"], s.counter["prefill_batches"])
+            batches.add_metric([dp, "decode"], s.counter["decode_steps"])
+            recomputed.add_metric([dp, "new_tokens_gained"], s.counter["recomputed_tokens_gained"])
+            recomputed.add_metric([dp, "estimated"], s.counter["recomputed_tokens_estimated"])
             for fam, (_, attr, _) in zip(counters, _COUNTERS):
-                fam.add_metric([dp], s.counter(attr))
+                fam.add_metric([dp], s.counter[attr])
             for fam, (_, attr, _) in zip(hists, _HISTOGRAMS):
-                _add_hist(fam, [dp], s, attr)
+                _add_hist(fam, [dp], s.histogram[attr])
             fresh = self.idle_after is None or (
                 s.last_stats_wall is not None and now - s.last_stats_wall <= self.idle_after)
             if fresh:
-                for key, value in s.gauges.items():
-                    gauges[key].add_metric([dp], value)
-                for pool, value in sorted(s.kv_pools.items()):
+                for key, value in s.latest.items():
+                    if key in gauges:
+                        gauges[key].add_metric([dp], value)
+                for pool, value in sorted(s.latest["kv_pools"].items()):
                     pools.add_metric([dp, pool], value)
-                for queue, value in sorted(s.pd_queues.items()):
+                for queue, value in sorted(s.latest["pd_queues"].items()):
                     pd.add_metric([dp, queue], value)
-            cap = st.effective_capacity(s)
+            cap = s.capacity
             if cap is not None:
                 for key, fam in caps.items():
                     value = getattr(cap, key)
                     if value is not None:
                         fam.add_metric([dp], value)
-            interval.add_metric([dp], st.decode_log_interval)
+            interval.add_metric([dp], s.decode_log_interval)
             if s.last_stats_wall is not None:
                 last_stats.add_metric([dp], s.last_stats_wall)
 
@@ -212,136 +207,11 @@ class SchedulerCollector(Collector):
         return out
 
 
-def _add_hist(fam: HistogramMetricFamily, labels: list[str], s: SchedulerState, attr: str) -> None:
-    bounds, cumulative, total = s.histogram(attr)
-    buckets = [(_le(b), c) for b, c in zip(bounds, cumulative)]
-    buckets.append(("+Inf", cumulative[-1]))
-    fam.add_metric(labels, buckets, total)
+def _add_hist(fam: HistogramMetricFamily, labels: list[str], h: HistogramData) -> None:
+    buckets = [(_le(b), c) for b, c in zip(h.bounds, h.cumulative)]
+    buckets.append(("+Inf", h.cumulative[-1]))
+    fam.add_metric(labels, buckets, h.sum)
 
 
 def _le(bound: float) -> str:
     return repr(float(bound))
-
-
-def path_label(path: str) -> str:
-    """A file path as a label value: valid UTF-8 always.
-
-    A path that is not valid UTF-8 (``os.fsdecode`` keeps its bytes as lone surrogates) would make
-    the whole exposition fail to encode; its undecodable bytes are shown as ``\\xNN`` instead.
-    """
-    try:
-        path.encode("utf-8")
-        return path
-    except UnicodeEncodeError:
-        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-class ExporterCollector(Collector):
-    """Yields the ``sglang_exporter_*`` self-metrics: lines, bytes, file opens, build info.
-
-    Args:
-        pipeline: The pipeline whose counts are read.
-    """
-
-    def __init__(self, pipeline: Pipeline):
-        self.pipeline = pipeline
-
-    def collect(self) -> Iterator[Metric]:
-        p = self.pipeline
-        lines = CounterMetricFamily(
-            "sglang_exporter_log_lines_total",
-            "Log lines read, by line kind and result (parsed; ignored: not a scheduler line; malformed: a "
-            "scheduler line too damaged to apply).", labels=("kind", "result"))
-        opens = CounterMetricFamily("sglang_exporter_log_file_opens_total",
-                                    "Times a followed log file was opened.", labels=("path",))
-        nbytes = CounterMetricFamily("sglang_exporter_log_bytes_read_total",
-                                     "Bytes read from a followed log file.", labels=("path",))
-        oversized = CounterMetricFamily("sglang_exporter_log_oversized_lines_total",
-                                        "Lines dropped because they exceeded --log.max-line-bytes.",
-                                        labels=("path",))
-        present = GaugeMetricFamily("sglang_exporter_log_file_present",
-                                    "1 when the followed log path exists, 0 while waiting for it.",
-                                    labels=("path",))
-        last = GaugeMetricFamily("sglang_exporter_last_line_timestamp_seconds",
-                                 "Wall-clock time the exporter read its latest log line.")
-        rotations = CounterMetricFamily(
-            "sglang_exporter_log_rotations_total",
-            "Times the followed path was found naming another file (rename + create, symlink swap); "
-            "the old file is still read for --log.rotate-wait.", labels=("path",))
-        truncations = CounterMetricFamily(
-            "sglang_exporter_log_truncations_total",
-            "Times the followed file was found shorter than the read offset (copytruncate); reading "
-            "restarts at 0.", labels=("path",))
-        behind = GaugeMetricFamily(
-            "sglang_exporter_log_behind_bytes",
-            "Bytes between the read offset and the end of the followed file (and of a rotated file "
-            "still being drained) at the latest check.", labels=("path",))
-        matched = GaugeMetricFamily(
-            "sglang_exporter_log_glob_matched_files",
-            "Files a --log.path glob matched at the latest check.", labels=("pattern",))
-        watch = GaugeMetricFamily(
-            "sglang_exporter_log_watch_mode_info",
-            "How file changes are noticed: inotify (file events plus the poll timer) or poll (timer only: "
-            "--log.watch-mode=poll, or inotify could not be set up); value 1.", labels=("mode",))
-        with p.lock:
-            for path, fs in sorted(p.files.items()):
-                label = [path_label(path)]
-                rotations.add_metric(label, fs.rotations)
-                truncations.add_metric(label, fs.truncations)
-                behind.add_metric(label, fs.behind_bytes)
-                opens.add_metric(label, fs.opens)
-                nbytes.add_metric(label, fs.bytes_read)
-                present.add_metric(label, 1 if fs.present else 0)
-                oversized.add_metric(label, fs.oversized_lines)
-            for pattern, n in sorted(p.patterns.items()):
-                matched.add_metric([path_label(pattern)], n)
-            if p.watch_mode is not None:
-                watch.add_metric([p.watch_mode], 1)
-            for (kind, result), n in sorted(p.lines.items()):
-                lines.add_metric([kind, result], n)
-            if p.last_line_wall is not None:
-                last.add_metric([], p.last_line_wall)
-        info = GaugeMetricFamily("sglang_exporter_build_info",
-                                 "Build information of the exporter; value 1.",
-                                 labels=("version", "python_version"))
-        info.add_metric([__version__, platform.python_version()], 1)
-        return iter([lines, nbytes, opens, oversized, present, rotations, truncations, behind, matched, watch,
-                     last, info])
-
-
-class GuardedCollectors(Collector):
-    """Runs named collectors so that one that raises cannot fail the whole scrape.
-
-    Emits ``sglang_exporter_collector_success{collector}`` (1/0) and
-    ``sglang_exporter_collector_duration_seconds{collector}`` as node_exporter does; a failing
-    collector's families are dropped from that scrape and its error is logged. A family without
-    samples (no GPU, no speculative decoding, no glob) is dropped too: a HELP/TYPE block with
-    nothing under it only adds noise to ``/metrics``.
-
-    Args:
-        collectors: ``(name, collector)`` pairs.
-        clock: Monotonic clock for durations.
-    """
-
-    def __init__(self, collectors: list[tuple[str, Collector]], clock: Callable[[], float] = time.perf_counter):
-        self.collectors = collectors
-        self.clock = clock
-
-    def collect(self) -> Iterator[Metric]:
-        success = GaugeMetricFamily("sglang_exporter_collector_success",
-                                    "1 when the named collector succeeded in this scrape.", labels=("collector",))
-        duration = GaugeMetricFamily("sglang_exporter_collector_duration_seconds",
-                                     "Time the named collector took in this scrape.", labels=("collector",))
-        for name, collector in self.collectors:
-            start = self.clock()
-            try:
-                families = list(collector.collect())
-                ok = 1
-            except Exception:
-                log.exception("collector %s failed", name)
-                families, ok = [], 0
-            duration.add_metric([name], self.clock() - start)
-            success.add_metric([name], ok)
-            yield from (family for family in families if family.samples)
-        yield success
-        yield duration
