@@ -37,7 +37,7 @@ DEFAULT_CORPUS = os.path.normpath(os.path.join(_HERE, "..", "tests", "corpus"))
 def corpus_lines(corpus_dir: str) -> dict[str, list[str]]:
     """Corpus lines grouped by kind (``decode``, ``prefill``, ``retraction``, ``malformed``, ``other``)."""
     from exporter.events import KIND_OF
-    from exporter.parser import Malformed, parse_line
+    from exporter.sources.log.parser import Malformed, parse_line
 
     groups: dict[str, list[str]] = {k: [] for k in PROPORTIONS}
     files = sorted(glob.glob(os.path.join(corpus_dir, "*.log")))

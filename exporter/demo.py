@@ -15,7 +15,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from .parser import parse_origin
+from .sources.log.parser import parse_origin
 
 log = logging.getLogger(__name__)
 

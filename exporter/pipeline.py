@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .events import KIND_OF, KINDS, Capacity, ServerArgs
-from .parser import Malformed, parse_line
+from .sources.log.parser import Malformed, parse_line
 from .scheduler.store import SchedulerStore
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from exporter.parser import Malformed, parse_line  # noqa: E402
+from exporter.sources.log.parser import Malformed, parse_line  # noqa: E402
 from exporter.pipeline import Pipeline  # noqa: E402
 from exporter.scheduler.state import SchedulerStates  # noqa: E402
 from exporter.scheduler.store import SchedulerStore

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from exporter.events import DecodeBatch, PrefillBatch, Retraction
-from exporter.parser import parse_line
+from exporter.sources.log.parser import parse_line
 
 from conftest import CORPUS, ROOT
 

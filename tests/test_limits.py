@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from exporter import limits
-from exporter.parser import Malformed, parse_line
 from exporter.report.linedata import _value
+from exporter.sources.log.parser import Malformed, parse_line
 from exporter.settings import SettingsError, load_settings
 from exporter.status import ExitStatus
 

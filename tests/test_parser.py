@@ -18,7 +18,7 @@ from exporter.events import (
     Retraction,
     ServerArgs,
 )
-from exporter.parser import Malformed, parse_line, parse_origin
+from exporter.sources.log.parser import Malformed, parse_line, parse_origin
 
 # (id, line, expected type, expected attributes; "origin." keys check the Origin)
 CASES = [

@@ -11,7 +11,7 @@ from conftest import corpus_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.parser import Malformed, parse_line
+from exporter.sources.log.parser import Malformed, parse_line
 from exporter.pipeline import Pipeline
 from exporter.scheduler.state import SchedulerStates
 from exporter.scheduler.store import SchedulerStore

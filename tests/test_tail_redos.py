@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from exporter import parser
-from exporter.parser import parse_line
+from exporter.sources.log import parser
+from exporter.sources.log.parser import parse_line
 from tail_support import DECODE_LINES
 
 DECODE = DECODE_LINES[0].decode()

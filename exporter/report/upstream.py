@@ -17,7 +17,7 @@ from ..events import (
     Retraction,
     ServerArgs,
 )
-from ..parser import Malformed, parse_line
+from ..sources.log.parser import Malformed, parse_line
 from ..scheduler.state import SchedulerStates
 
 __all__ = ["KINDS", "KIND_OF", "Capacity", "DecodeBatch", "Malformed", "PrefillBatch", "ReqTimeStats",

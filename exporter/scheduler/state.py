@@ -205,7 +205,7 @@ class SchedulerStates:
         """Apply one event.
 
         Args:
-            event: A parsed event (never :class:`~exporter.parser.Malformed`).
+            event: A parsed event (never :class:`~exporter.sources.log.parser.Malformed`).
             wall: Wall-clock time the line was read; defaults to the clock.
 
         Returns:

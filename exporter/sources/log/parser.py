@@ -26,7 +26,7 @@ import calendar
 import re
 from dataclasses import dataclass
 
-from .events import (
+from ...events import (
     Capacity,
     DecodeBatch,
     Event,
@@ -38,7 +38,7 @@ from .events import (
     Retraction,
     ServerArgs,
 )
-from .limits import DECODE_LOG_INTERVAL_MAX, DECODE_LOG_INTERVAL_MIN, MAX_COUNT_DIGITS, in_value_range
+from ...limits import DECODE_LOG_INTERVAL_MAX, DECODE_LOG_INTERVAL_MIN, MAX_COUNT_DIGITS, in_value_range
 
 __all__ = ["Malformed", "parse_line", "parse_origin"]
 
