@@ -27,8 +27,9 @@ from .scheduler.state import SchedulerStates
 from .scheduler.store import SchedulerStore
 from .selfmetrics import ExporterCollector, GuardedCollectors
 from .settings import Settings, SettingsError, load_settings, parse_listen_address, unknown_environment
+from .sources.log.follower import Follower
+from .sources.log.glob import has_glob, make_sources
 from .status import PROG, ExitStatus, error, usage_error
-from .tailer import Follower, has_glob, make_sources
 from .web import WebServer, make_app
 
 log = logging.getLogger("sglang_exporter")

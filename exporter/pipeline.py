@@ -8,7 +8,6 @@ and reading a snapshot happen inside it, so a scrape never sees half of a batch 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterable

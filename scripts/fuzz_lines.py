@@ -3,7 +3,7 @@
 
 Mutations as in tests/test_tail_fuzz.py: cut, spliced with another line, junk bytes inserted (CR,
 NUL, invalid UTF-8, separators), re-encoded as Latin-1, duplicated. The lines are written to a real
-file in random-sized pieces and followed by the real :class:`exporter.tailer.Tailer`; each line is also
+file in random-sized pieces and followed by the real :class:`exporter.sources.log.file.Tailer`; each line is also
 given to the parser directly. Reported: lines generated, lines the tailer counted, exceptions (a
 raise anywhere, or a parser error that parse_line caught), counter decreases.
 
@@ -28,7 +28,7 @@ from exporter.sources.log.parser import Malformed, parse_line  # noqa: E402
 from exporter.pipeline import Pipeline  # noqa: E402
 from exporter.scheduler.state import SchedulerStates  # noqa: E402
 from exporter.scheduler.store import SchedulerStore
-from exporter.tailer import Tailer  # noqa: E402
+from exporter.sources.log.file import Tailer  # noqa: E402
 
 TITLES = (b"batch", b"etract", b"max_total_num_tokens", b"server_args", b"Time Stats", b"TimeStats",
           b"out of memory")

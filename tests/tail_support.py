@@ -18,7 +18,8 @@ from exporter.cli import build_registry
 from exporter.pipeline import Pipeline
 from exporter.scheduler.state import SchedulerStates
 from exporter.scheduler.store import SchedulerStore
-from exporter.tailer import Follower, make_sources
+from exporter.sources.log.follower import Follower
+from exporter.sources.log.glob import make_sources
 
 #: Seconds any single wait may take; generous because other test runs share the CPUs.
 DEADLINE = float(os.environ.get("TAIL_TEST_DEADLINE", "30"))

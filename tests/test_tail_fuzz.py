@@ -15,7 +15,7 @@ from exporter.sources.log.parser import Malformed, parse_line
 from exporter.pipeline import Pipeline
 from exporter.scheduler.state import SchedulerStates
 from exporter.scheduler.store import SchedulerStore
-from exporter.tailer import Tailer
+from exporter.sources.log.file import Tailer
 
 REAL = sorted({line for p in corpus_files() for line in p.read_bytes().split(b"\n")
                if any(t in line for t in (b"batch", b"etract", b"max_total_num_tokens", b"server_args",

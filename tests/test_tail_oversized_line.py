@@ -8,7 +8,7 @@ import tracemalloc
 
 from tail_support import Harness, append, decode_block
 
-from exporter.tailer import READ_CHUNK
+from exporter.sources.log.file import READ_CHUNK
 
 MAX_LINE = 1 << 20
 

@@ -37,7 +37,7 @@ def test_a_reused_inode_number_is_not_resumed_at_the_old_offset(tmp_path):
     deleted file's inode number (ext4 reuses them) starts at 0, the same file resumes."""
     import os
 
-    from exporter.tailer import Registry
+    from exporter.sources.log.file import Registry
 
     reg = Registry()
     path = tmp_path / "x.log"

@@ -54,7 +54,7 @@ def test_poll_mode(tmp_path):
 def test_falls_back_when_inotify_cannot_start(tmp_path, caplog):
     log = tmp_path / "sglang.log"
     log.write_bytes(b"")
-    caplog.set_level(logging.WARNING, logger="exporter.tailer")
+    caplog.set_level(logging.WARNING, logger="exporter.sources.log.follower")
     with Harness(log, observer_factory=lambda: _FailingObserver("start")) as h:
         assert h.follower.mode == "poll"
         assert h.metric("sglang_exporter_log_watch_mode_info", mode="poll") == 1
@@ -66,7 +66,7 @@ def test_falls_back_when_inotify_cannot_start(tmp_path, caplog):
 
 def test_falls_back_when_watch_limit_reached(tmp_path, caplog):
     log = tmp_path / "later" / "sglang.log"
-    caplog.set_level(logging.WARNING, logger="exporter.tailer")
+    caplog.set_level(logging.WARNING, logger="exporter.sources.log.follower")
     with Harness(log, observer_factory=lambda: _FailingObserver("schedule")) as h:
         log.parent.mkdir()  # the watch is attempted (and fails) when the directory appears
         append(log, decode_block(7))

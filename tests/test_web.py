@@ -19,7 +19,7 @@ from exporter.cli import build_registry
 from exporter.pipeline import Pipeline
 from exporter.scheduler.state import SchedulerStates
 from exporter.scheduler.store import SchedulerStore
-from exporter.tailer import make_sources
+from exporter.sources.log.glob import make_sources
 from exporter.web import Limits, WebServer, make_app
 
 

@@ -1,13 +1,8 @@
-"""Tailer: follows log files (plain paths and globs) and hands complete lines to the pipeline.
+"""One followed path: its file's identity, rotation, truncation and start position.
 
-Semantics (design notes section 2, the ``tail -F`` bar set by mtail, fluent-bit and Vector):
+Semantics (``docs/design.md#tailing-semantics``, the ``tail -F`` bar set by mtail, fluent-bit and
+Vector):
 
-* **Wake-ups.** Structural file events from watchdog (inotify: create, delete, move) only *wake*
-  the reader; a poll timer wakes it as well, so a dropped event, an inotify limit or a file system
-  without events (NFS, CIFS, overlay) delays noticing a rotation by at most one poll interval. Each
-  such wake-up ``stat``s every followed path. Appends are found by a cheap check of the open
-  descriptors (one ``fstat`` each) every :data:`APPEND_CHECK_INTERVAL` seconds: asking inotify for
-  every write would cost one event through watchdog's threads per logged line.
 * **Identity is** ``(st_dev, st_ino)`` of the path's target (symlinks are followed, so a Kubernetes
   ``/var/log/containers/*.log`` link whose target is swapped is a rotation), never inferred from
   event sequences.
@@ -28,34 +23,24 @@ Semantics (design notes section 2, the ``tail -F`` bar set by mtail, fluent-bit 
   of a line (the hole a writer without ``O_APPEND`` leaves after ``copytruncate``) are dropped;
   invalid UTF-8 is replaced. A line longer than ``max_line_bytes`` is dropped up to its newline and
   counted once as oversized; memory per file stays below about ``2 * max_line_bytes + READ_CHUNK``.
-* **Several files**: each configured path or glob is followed on its own; a file is followed by
-  one reader at a time even when several patterns match it, and a rotated file that a glob matches
-  under its new name (``sglang.log*`` matching ``sglang.log.1``) is continued from where it was
-  left, not read again.
+* **One reader per file**: a file is read by one tailer at a time even when several paths or
+  patterns name it (:class:`Registry`).
 """
 
 from __future__ import annotations
 
-import errno
-import glob
 import logging
 import os
-import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
-from .pipeline import FileStats, Pipeline
+from ...pipeline import FileStats, Pipeline
 
 log = logging.getLogger(__name__)
 
 #: Bytes read per ``read`` call.
 READ_CHUNK = 1 << 20
-#: Seconds between append checks of the open files (one ``fstat`` each). File events cover only
-#: structural changes (create, delete, move); appends are found by this check, which costs far less
-#: than one inotify event handled by watchdog's threads per written line. 75 ms keeps the p99
-#: line-to-/metrics delay under 100 ms and the thread's wake-ups under 1% of a core (bench/).
-APPEND_CHECK_INTERVAL = 0.075
 #: Bytes of a file's head kept with a remembered read position, to tell a reused inode number apart.
 FINGERPRINT_BYTES = 256
 #: How much of an existing log's head is searched for start-up lines when starting at its end.
@@ -436,299 +421,3 @@ class Tailer:
                     continue
             lines.append(text)
         return self.pipeline.feed(lines) if lines else 0
-
-
-def has_glob(path: str) -> bool:
-    """True when ``path`` contains glob magic (``*``, ``?``, ``[``)."""
-    return glob.has_magic(path)
-
-
-class GlobTailer:
-    """Follows every file matching a glob pattern, each with its own :class:`Tailer`.
-
-    Matches are looked up on every wake-up. Files matching at start-up start at their end (or at 0
-    with ``from_beginning``); files that appear later are read from 0. A tailer whose file has
-    gone and has been drained is dropped with its self-metrics, so a glob over rotating request-log
-    files does not grow the label set without bound.
-
-    Args:
-        pattern: A glob (``glob.glob`` syntax, ``**`` not recursive).
-        claimed: Absolute paths followed by plain-path tailers; they are left to those.
-        Other arguments as for :class:`Tailer`.
-    """
-
-    def __init__(self, pattern: str, pipeline: Pipeline, from_beginning: bool = False,
-                 max_line_bytes: int = 1 << 20, rotate_wait: float = ROTATE_WAIT,
-                 registry: Registry | None = None, clock: Callable[[], float] = time.monotonic,
-                 claimed: set[str] | None = None):
-        self.path = pattern
-        self.pipeline = pipeline
-        self.kw = dict(from_beginning=from_beginning, max_line_bytes=max_line_bytes, rotate_wait=rotate_wait,
-                       registry=registry if registry is not None else Registry(), clock=clock)
-        self.claimed = claimed if claimed is not None else set()
-        self.tailers: dict[str, Tailer] = {}
-        self._started = False
-        with pipeline.lock:
-            pipeline.patterns[pattern] = 0
-
-    def poll(self) -> int:
-        """Look up matches, then poll each matched file; returns lines fed."""
-        matches = {m for m in glob.glob(self.path) if os.path.isfile(m)}
-        for m in sorted(matches):
-            if m not in self.tailers and os.path.abspath(m) not in self.claimed:
-                self.tailers[m] = Tailer(m, self.pipeline, started=self._started, **self.kw)
-        self._started = True
-        fed = 0
-        for m, t in list(self.tailers.items()):
-            fed += t.poll()
-            if m not in matches and t.idle:
-                del self.tailers[m]
-                with self.pipeline.lock:
-                    self.pipeline.files.pop(m, None)
-        with self.pipeline.lock:
-            self.pipeline.patterns[self.path] = len(matches)
-        return fed
-
-    def read_appends(self) -> int:
-        """Read appends to every matched file (see :meth:`Tailer.read_appends`)."""
-        return sum(t.read_appends() for t in self.tailers.values())
-
-    def flush(self) -> int:
-        """Flush every matched file's held partial line."""
-        return sum(t.flush() for t in self.tailers.values())
-
-    def close(self) -> None:
-        """Close every matched file."""
-        for t in self.tailers.values():
-            t.close()
-
-    def watch_dirs(self) -> set[str]:
-        """The deepest directory of the pattern without glob magic, and each match's directories."""
-        base = os.path.abspath(self.path)
-        while has_glob(base):
-            base = os.path.dirname(base)
-        dirs = {base}
-        for t in self.tailers.values():
-            dirs |= t.watch_dirs()
-        return dirs
-
-
-def make_sources(paths: Sequence[str], pipeline: Pipeline, from_beginning: bool = False,
-                 max_line_bytes: int = 1 << 20, rotate_wait: float = ROTATE_WAIT,
-                 clock: Callable[[], float] = time.monotonic) -> list[Tailer | GlobTailer]:
-    """Build one :class:`Tailer` per plain path and one :class:`GlobTailer` per glob.
-
-    Duplicates are followed once; all share one :class:`Registry`, so no file is read twice.
-    """
-    registry = Registry()
-    plain: list[str] = []
-    globs: list[str] = []
-    for p in dict.fromkeys(paths):
-        (globs if has_glob(p) else plain).append(p)
-    claimed = {os.path.abspath(p) for p in plain}
-    kw = dict(from_beginning=from_beginning, max_line_bytes=max_line_bytes, rotate_wait=rotate_wait,
-              registry=registry, clock=clock)
-    sources: list[Tailer | GlobTailer] = [Tailer(p, pipeline, **kw) for p in plain]
-    sources += [GlobTailer(g, pipeline, claimed=claimed, **kw) for g in globs]
-    return sources
-
-
-class _DropShutdownRace(logging.Filter):
-    """Drops watchdog's "queue_events() called when the thread is inactive" (an event during stop)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "called when the thread is inactive" not in record.getMessage()
-
-
-_SHUTDOWN_RACE_FILTER = _DropShutdownRace()
-
-
-def _default_observer():
-    from watchdog.observers import Observer
-
-    return Observer()
-
-
-class Follower:
-    """Runs tailers in one thread, woken by watchdog file events and by a poll timer.
-
-    Args:
-        tailers: The sources to drive (:class:`Tailer`, :class:`GlobTailer`).
-        poll_interval: Seconds between polls when no file event arrives.
-        watch_mode: ``"inotify"`` (watchdog's native observer plus the timer; when the observer or a
-            watch cannot be set up, e.g. the inotify watch or instance limit is reached, it falls
-            back to polling with one warning) or ``"poll"`` (timer only; NFS/CIFS/overlay).
-        pipeline: Where the watch mode in use is published (``Pipeline.watch_mode``); by default the
-            first tailer's pipeline.
-        observer_factory: Builds the watchdog observer (tests inject a failing one).
-
-    Attributes:
-        mode: The watch mode in use (``"inotify"`` or ``"poll"``).
-        cycles: Completed passes over all tailers (tests wait on it).
-    """
-
-    def __init__(self, tailers: Sequence[Tailer | GlobTailer], poll_interval: float = 1.0,
-                 watch_mode: str = "inotify", pipeline: Pipeline | None = None,
-                 observer_factory: Callable[[], object] = _default_observer):
-        self.tailers = list(tailers)
-        self.poll_interval = poll_interval
-        self.watch_mode = watch_mode
-        self.mode = "poll"
-        self.pipeline = pipeline if pipeline is not None else (self.tailers[0].pipeline if self.tailers else None)
-        self.observer_factory = observer_factory
-        self.wake = threading.Event()
-        self.stop_event = threading.Event()
-        self.cycles = 0
-        self._observer = None
-        self._handler = None
-        self._event_filter: list | None = None
-        self._watched: dict[str, tuple[Ident, object]] = {}
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        """Start the reader thread (and the watchdog observer in inotify mode)."""
-        if self.watch_mode == "inotify":
-            self._start_observer()
-        self._publish_mode()
-        self._thread = threading.Thread(target=self._run, name="log-follower", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the thread and the observer, close the files."""
-        self.stop_event.set()
-        self.wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        self._stop_observer(timeout)
-        for t in self.tailers:
-            t.close()
-
-    def wait_first_pass(self, timeout: float) -> bool:
-        """Block until the reader thread has completed its first pass over all paths (or timeout)."""
-        end = time.monotonic() + timeout
-        while self.cycles < 1 and self.is_alive() and time.monotonic() < end:
-            time.sleep(0.005)
-        return self.cycles >= 1
-
-    def is_alive(self) -> bool:
-        """True while the reader thread runs."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def _run(self) -> None:
-        append_interval = min(APPEND_CHECK_INTERVAL, self.poll_interval)
-        next_full = 0.0
-        while not self.stop_event.is_set():
-            now = time.monotonic()
-            full = self.wake.is_set() or now >= next_full
-            self.wake.clear()
-            for t in self.tailers:
-                try:
-                    if full:
-                        t.poll()
-                    else:
-                        t.read_appends()
-                except Exception:  # one bad file must not stop the others
-                    log.exception("error while reading %s", t.path)
-            if full:
-                if self._observer is not None:
-                    self._update_watches()
-                next_full = now + self.poll_interval
-                self.cycles += 1
-            self.wake.wait(max(0.0, min(append_interval, next_full - time.monotonic())))
-
-    def _publish_mode(self) -> None:
-        if self.pipeline is not None:
-            with self.pipeline.lock:
-                self.pipeline.watch_mode = self.mode
-
-    def _start_observer(self) -> None:
-        try:
-            from watchdog.events import (
-                DirCreatedEvent,
-                DirDeletedEvent,
-                DirMovedEvent,
-                FileCreatedEvent,
-                FileDeletedEvent,
-                FileMovedEvent,
-                FileSystemEventHandler,
-            )
-        except ImportError as exc:  # pragma: no cover - watchdog is a dependency
-            self._fall_back(exc)
-            return
-        # Structural events only: watchdog then asks inotify for no IN_MODIFY, so an append costs no
-        # event; appends are read by the append check (APPEND_CHECK_INTERVAL).
-        self._event_filter = [FileCreatedEvent, FileDeletedEvent, FileMovedEvent,
-                              DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
-        wake = self.wake
-
-        class _Waker(FileSystemEventHandler):
-            def on_any_event(self, event):
-                wake.set()
-
-        self._handler = _Waker()
-        # watchdog logs an ERROR when an event races its own shutdown; nothing is lost then.
-        logging.getLogger("watchdog.observers.inotify").addFilter(_SHUTDOWN_RACE_FILTER)
-        wd_log = logging.getLogger("watchdog")
-        if wd_log.level == logging.NOTSET:  # its per-event debug lines would wake us when stderr is in a watched dir
-            wd_log.setLevel(logging.INFO)
-        try:
-            self._observer = self.observer_factory()
-            self._observer.daemon = True
-            self._observer.start()
-            self.mode = "inotify"
-            self._update_watches()
-        except Exception as exc:  # inotify_init/add_watch limits (ENOSPC, EMFILE), no inotify at all
-            self._fall_back(exc)
-
-    def _fall_back(self, exc: BaseException) -> None:
-        reason = exc
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EMFILE):
-            reason = f"{exc}; raise fs.inotify.max_user_watches / max_user_instances"
-        log.warning("file events (inotify) unavailable (%s); polling every %.2fs instead",
-                    reason, self.poll_interval)
-        self._stop_observer(1.0)
-        self.mode = "poll"
-        self._publish_mode()
-
-    def _stop_observer(self, timeout: float) -> None:
-        obs, self._observer = self._observer, None
-        if obs is None:
-            return
-        try:
-            obs.stop()
-            if getattr(obs, "ident", None) is not None:
-                obs.join(timeout)
-        except Exception:  # pragma: no cover - observer teardown must not block exit
-            log.debug("observer stop failed", exc_info=True)
-
-    def _update_watches(self) -> None:
-        """Watch each wanted directory that exists; re-watch one that was removed and re-created."""
-        wanted: set[str] = set()
-        for t in self.tailers:
-            wanted |= t.watch_dirs()
-        for d in list(self._watched):
-            try:
-                st = os.stat(d)
-                alive = (st.st_dev, st.st_ino) == self._watched[d][0]
-            except OSError:
-                alive = False
-            if not alive or d not in wanted:
-                _, watch = self._watched.pop(d)
-                try:
-                    self._observer.unschedule(watch)
-                except Exception:  # the emitter may already be gone with its directory
-                    pass
-        for d in wanted - set(self._watched):
-            try:
-                st = os.stat(d)
-            except OSError:
-                continue  # directory missing: the timer covers it until it appears
-            if not os.path.isdir(d):
-                continue
-            try:
-                watch = self._observer.schedule(self._handler, d, recursive=False,
-                                                event_filter=self._event_filter)
-            except Exception as exc:
-                self._fall_back(exc)
-                return
-            self._watched[d] = ((st.st_dev, st.st_ino), watch)
