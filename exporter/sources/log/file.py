@@ -18,11 +18,9 @@ Vector):
 * **Start position**: an existing file is read from its end at start-up (a restarted exporter must
   not count a file twice; Prometheus handles the counter reset), from 0 with ``from_beginning``.
   Starting mid-line skips that fragment. Files that appear later are read from 0.
-* **Lines**: a partial last line is held until its newline arrives. ``\\r\\n`` ends a line; a bare
-  ``\\r`` (tqdm progress bars) separates lines as a terminal would show them; NUL bytes at the start
-  of a line (the hole a writer without ``O_APPEND`` leaves after ``copytruncate``) are dropped;
-  invalid UTF-8 is replaced. A line longer than ``max_line_bytes`` is dropped up to its newline and
-  counted once as oversized; memory per file stays below about ``2 * max_line_bytes + READ_CHUNK``.
+* **Lines**: bytes become lines in :mod:`.lines` (partial last line held, ``\\r`` handling, NUL
+  holes, oversized lines dropped and counted); memory per file stays below about
+  ``2 * max_line_bytes + READ_CHUNK``.
 * **One reader per file**: a file is read by one tailer at a time even when several paths or
   patterns name it (:class:`Registry`).
 """
@@ -33,9 +31,11 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
+from ...limits import DEFAULT_MAX_LINE_BYTES
 from ...pipeline import FileStats, Pipeline
+from .lines import LineSplitter
 
 log = logging.getLogger(__name__)
 
@@ -93,17 +93,16 @@ class Registry:
 
 
 class _Reader:
-    """One open file descriptor with its read position and held partial line."""
+    """One open file descriptor with its read position and its line splitter (held partial line)."""
 
-    __slots__ = ("f", "ident", "offset", "partial", "skipping", "deadline", "size", "dir")
+    __slots__ = ("f", "ident", "offset", "lines", "deadline", "size", "dir")
 
-    def __init__(self, f, ident: Ident, offset: int, dir: str = ""):
+    def __init__(self, f, ident: Ident, offset: int, lines: LineSplitter, dir: str = ""):
         self.f = f
         self.dir = dir  # directory of the file when opened: watched while it is read (drained)
         self.ident = ident
         self.offset = offset
-        self.partial = b""
-        self.skipping = False  # dropping bytes up to the next newline (oversized line, mid-line start)
+        self.lines = lines
         self.deadline: float | None = None  # set while draining after rotation or deletion
         self.size = offset
 
@@ -126,7 +125,7 @@ class Tailer:
     """
 
     def __init__(self, path: str, pipeline: Pipeline, from_beginning: bool = False,
-                 max_line_bytes: int = 1 << 20, rotate_wait: float = ROTATE_WAIT,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = ROTATE_WAIT,
                  registry: Registry | None = None, clock: Callable[[], float] = time.monotonic,
                  started: bool = False):
         self.path = path
@@ -279,8 +278,8 @@ class Tailer:
                 skipping = False
         if offset:
             f.seek(offset)
-        r = _Reader(f, ident, offset, os.path.dirname(os.path.realpath(self.path)))
-        r.skipping = skipping
+        r = _Reader(f, ident, offset, LineSplitter(self.max_line_bytes, skipping),
+                    os.path.dirname(os.path.realpath(self.path)))
         r.size = fst.st_size
         reg.open[ident] = self
         self._cur = r
@@ -317,8 +316,7 @@ class Tailer:
     def _truncated(self, r: _Reader) -> None:
         self.stats.truncations += 1
         log.info("%s was truncated; reading it again from the start", self.path)
-        self._flush(r)
-        r.skipping = False
+        self._feed(r, r.lines.restart())
         try:
             r.f.seek(0)
         except OSError:
@@ -366,58 +364,15 @@ class Tailer:
         return fed
 
     def _consume(self, r: _Reader, chunk: bytes) -> int:
-        if r.skipping:
-            nl = chunk.find(b"\n")
-            if nl < 0:
-                return 0
-            chunk = chunk[nl + 1:]
-            r.skipping = False
-        if r.partial:
-            data = r.partial + chunk
-        else:
-            data = chunk.lstrip(b"\0") if chunk[:1] == b"\0" else chunk
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            if len(data) > self.max_line_bytes:
-                self._oversized(r)
-            else:
-                r.partial = data
-            return 0
-        rest = data[cut + 1:]
-        r.partial = b""
-        if len(rest) > self.max_line_bytes:
-            self._oversized(r)
-        else:
-            r.partial = rest
-        return self._emit(data[:cut].split(b"\n"))
-
-    def _oversized(self, r: _Reader) -> None:
-        self.stats.oversized_lines += 1
-        r.partial = b""
-        r.skipping = True  # the rest of that line, up to its newline, is dropped too
-        log.debug("dropped a line longer than %d bytes in %s", self.max_line_bytes, self.path)
+        return self._feed(r, r.lines.consume(chunk))
 
     def _flush(self, r: _Reader) -> int:
-        data, r.partial = r.partial, b""
-        if not data or r.skipping:
-            return 0
-        return self._emit([data])
+        return self._feed(r, r.lines.flush())
 
-    def _emit(self, parts: Iterable[bytes]) -> int:
-        limit = self.max_line_bytes
-        lines: list[str] = []
-        for p in parts:
-            if len(p) > limit:
-                self.stats.oversized_lines += 1
-                continue
-            if p[:1] == b"\0":
-                p = p.lstrip(b"\0")
-            text = p.decode("utf-8", "replace")
-            if "\r" in text:
-                if text[-1] == "\r":
-                    text = text[:-1]
-                if "\r" in text:
-                    lines.extend(s for s in text.split("\r") if s)
-                    continue
-            lines.append(text)
+    def _feed(self, r: _Reader, lines: list[str]) -> int:
+        """Hand complete lines over; move the splitter's count of dropped lines into the stats."""
+        if r.lines.dropped:
+            self.stats.oversized_lines += r.lines.dropped
+            r.lines.dropped = 0
+            log.debug("dropped a line longer than %d bytes in %s", self.max_line_bytes, self.path)
         return self.pipeline.feed(lines) if lines else 0

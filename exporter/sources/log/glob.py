@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ...pipeline import Pipeline
+from ...limits import DEFAULT_MAX_LINE_BYTES
 from .file import ROTATE_WAIT, Registry, Tailer
 
 
@@ -37,7 +38,7 @@ class GlobTailer:
     """
 
     def __init__(self, pattern: str, pipeline: Pipeline, from_beginning: bool = False,
-                 max_line_bytes: int = 1 << 20, rotate_wait: float = ROTATE_WAIT,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = ROTATE_WAIT,
                  registry: Registry | None = None, clock: Callable[[], float] = time.monotonic,
                  claimed: set[str] | None = None):
         self.path = pattern
@@ -93,7 +94,7 @@ class GlobTailer:
 
 
 def make_sources(paths: Sequence[str], pipeline: Pipeline, from_beginning: bool = False,
-                 max_line_bytes: int = 1 << 20, rotate_wait: float = ROTATE_WAIT,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = ROTATE_WAIT,
                  clock: Callable[[], float] = time.monotonic) -> list[Tailer | GlobTailer]:
     """Build one :class:`Tailer` per plain path and one :class:`GlobTailer` per glob.
 
