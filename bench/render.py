@@ -2,7 +2,7 @@
 
 Run by ``bench/run.py`` with the project's interpreter; prints one JSON object. The scheduler state is
 filled by feeding the bench log's Prefill/Decode/retraction lines re-tagged ``DP<d> TP<d>`` for
-d = 0..7 through the real pipeline; the GPUs come from the fake NVML backend of ``tests/gpu_fake.py``
+d = 0..7 through the real ingest step; the GPUs come from the fake NVML backend of ``tests/gpu_fake.py``
 (8 H100s) through the real ``GpuPoller``/``GpuCollector``. Where that backend is not importable the
 render is timed with the 8 DP ranks only and ``gpus`` says 0.
 
@@ -64,14 +64,15 @@ def main() -> None:
     from prometheus_client import generate_latest  # noqa: PLC0415
 
     from exporter.cli import build_registry  # noqa: PLC0415
-    from exporter.pipeline import Pipeline  # noqa: PLC0415
     from exporter.scheduler.state import SchedulerStates  # noqa: PLC0415
-    from exporter.scheduler.store import SchedulerStore
+    from exporter.scheduler.store import SchedulerStore  # noqa: PLC0415
+    from exporter.sources.log.source import LogSource  # noqa: PLC0415
 
-    pipeline = Pipeline(SchedulerStore(SchedulerStates()))
+    store = SchedulerStore(SchedulerStates())
+    log_source = LogSource([], store)
     lines = _dp_lines(log)
     for i in range(0, len(lines), 4096):
-        pipeline.feed(lines[i:i + 4096])
+        log_source.ingest.feed(lines[i:i + 4096])
     gpu, poller, how = _gpu_collector()
     kw = {}
     if gpu is not None and "gpu" in inspect.signature(build_registry).parameters:
@@ -79,7 +80,7 @@ def main() -> None:
     elif gpu is not None:
         how = "build_registry() takes no gpu collector; rendered without GPUs"
         gpu = None
-    registry = build_registry(pipeline, 3600.0, **kw)
+    registry = build_registry(store, log_source, 3600.0, **kw)
     body = generate_latest(registry)
     times = []
     for _ in range(iterations):
@@ -98,7 +99,7 @@ def main() -> None:
     text = body.decode()
     gpus = len({m for m in re.findall(r'sglang_gpu_\w+\{[^}]*uuid="([^"]+)"', text)})
     print(json.dumps({
-        "dp_ranks": len(pipeline.states.schedulers),
+        "dp_ranks": len(store.states.schedulers),
         "gpus": gpus,
         "gpu_backend": how,
         "series": sum(1 for ln in text.splitlines() if ln and not ln.startswith("#")),

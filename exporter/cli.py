@@ -1,4 +1,4 @@
-"""The ``sglang-exporter`` command: wires settings, tailer, pipeline, collectors and HTTP server.
+"""The ``sglang-exporter`` command: wires settings, sources, the scheduler store, collectors and HTTP.
 
 Exit codes: 0 on success (one-shot done, or stopped by SIGTERM/SIGINT), 1 on a runtime failure
 (the listen address cannot be bound), 2 on a bad setting (the message names it).
@@ -21,33 +21,39 @@ from prometheus_client.registry import Collector
 from .demo import Replayer, sample_log_path
 from .gpu import GpuCollector, make_poller
 from .paths import display_path, file_problem
-from .pipeline import Pipeline
 from .scheduler.collector import SchedulerCollector
 from .scheduler.state import SchedulerStates
 from .scheduler.store import SchedulerStore
-from .selfmetrics import ExporterCollector, GuardedCollectors
+from .selfmetrics import GuardedCollectors
 from .settings import Settings, SettingsError, load_settings, parse_listen_address, unknown_environment
-from .sources.log.follower import Follower
-from .sources.log.glob import has_glob, make_sources
+from .sources.log.glob import has_glob
+from .sources.log.source import LogSource
 from .status import PROG, ExitStatus, error, usage_error
 from .web import WebServer, make_app
 
 log = logging.getLogger("sglang_exporter")
 
 
-def build_registry(pipeline: Pipeline, idle_after: float | None,
+def build_registry(store: SchedulerStore, log_source: LogSource, idle_after: float | None,
                    gpu: GpuCollector | None = None, fpm: Collector | None = None) -> CollectorRegistry:
-    """A private registry with the scheduler and exporter collectors (and ``gpu``, ``fpm`` if given),
-    each guarded.
+    """A private registry: the scheduler collector, then each source's (``gpu``, ``fpm`` if given),
+    all guarded.
 
-    The collectors do not describe their families, so the registry is told to collect them for a
-    restricted scrape too (``/metrics?name[]=...``): the filter then keeps the samples named.
+    The ``collector`` label of ``sglang_exporter_collector_success`` names them: ``scheduler``,
+    ``log``, ``gpu``, ``fpm``. The collectors do not describe their families yet, so the registry is
+    told to collect them for a restricted scrape too (``/metrics?name[]=...``): the filter then keeps
+    the samples named.
     """
+    collectors: list[tuple[str, Collector]] = [
+        ("scheduler", SchedulerCollector(store, idle_after)),
+        ("log", log_source.collector()),
+    ]
+    if gpu is not None:
+        collectors.append(("gpu", gpu))
+    if fpm is not None:
+        collectors.append(("fpm", fpm))
     registry = CollectorRegistry(auto_describe=False, support_collectors_without_names=True)
-    registry.register(GuardedCollectors([
-        ("scheduler", SchedulerCollector(pipeline.store, idle_after)),
-        ("exporter", ExporterCollector(pipeline)),
-    ] + ([("gpu", gpu)] if gpu is not None else []) + ([("fpm", fpm)] if fpm is not None else [])))
+    registry.register(GuardedCollectors(collectors))
     return registry
 
 
@@ -78,14 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     if settings.demo and settings.log.path:
         return usage_error("setting demo (--demo) replays the bundled sample log; it cannot be combined "
                             "with log.path (--log.path)")
-    pipeline = Pipeline(SchedulerStore(SchedulerStates(settings.sglang.decode_log_interval,
-                                                       chunked_prefill_size=settings.sglang.chunked_prefill_size)))
+    store = SchedulerStore(SchedulerStates(settings.sglang.decode_log_interval,
+                                           chunked_prefill_size=settings.sglang.chunked_prefill_size))
     if settings.one_shot:
-        return _one_shot(settings, pipeline)
-    return _serve(settings, pipeline)
+        return _one_shot(settings, store)
+    return _serve(settings, store)
 
 
-def _one_shot(settings: Settings, pipeline: Pipeline) -> int:
+def _one_shot(settings: Settings, store: SchedulerStore) -> int:
     paths = settings.log.paths or [str(sample_log_path())]
     for path in paths:
         if has_glob(path):
@@ -93,20 +99,14 @@ def _one_shot(settings: Settings, pipeline: Pipeline) -> int:
                 return usage_error(f"setting log.path (--log.path): {path!r} matches no file")
         elif (problem := file_problem(path)) is not None:
             return usage_error(f"setting log.path (--log.path): {display_path(path)!r} {problem}")
-    sources = make_sources(paths, pipeline, from_beginning=True, max_line_bytes=settings.log.max_line_bytes)
-    try:
-        for source in sources:
-            source.poll()
-            source.flush()
-    finally:
-        for source in sources:
-            source.close()
-    sys.stdout.write(generate_latest(build_registry(pipeline, None)).decode())
+    log_source = LogSource(paths, store, from_beginning=True, max_line_bytes=settings.log.max_line_bytes)
+    log_source.read_all()
+    sys.stdout.write(generate_latest(build_registry(store, log_source, None)).decode())
     sys.stdout.flush()
     return ExitStatus.OK
 
 
-def _serve(settings: Settings, pipeline: Pipeline) -> int:
+def _serve(settings: Settings, store: SchedulerStore) -> int:
     stop = threading.Event()
     replayer = None
     tmpdir = None
@@ -118,9 +118,9 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
         paths, from_beginning = [str(demo_path)], True
     else:
         paths, from_beginning = settings.log.paths, settings.log.from_beginning
-    sources = make_sources(paths, pipeline, from_beginning=from_beginning,
-                           max_line_bytes=settings.log.max_line_bytes, rotate_wait=settings.log.rotate_wait)
-    follower = Follower(sources, settings.log.poll_interval, settings.log.watch_mode, pipeline=pipeline)
+    log_source = LogSource(paths, store, from_beginning=from_beginning, max_line_bytes=settings.log.max_line_bytes,
+                           rotate_wait=settings.log.rotate_wait, poll_interval=settings.log.poll_interval,
+                           watch_mode=settings.log.watch_mode)
     path = ", ".join(paths)
     # SGLang's per-forward-pass stream is live, so it is followed only here (never in one-shot mode).
     fpm = None
@@ -137,13 +137,13 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
     # NVML describes this machine now, so it runs only here, never in one-shot mode (a recorded log).
     # The demo promises to run without a GPU: there, a machine without NVML is said at INFO, not WARNING.
     gpu_poller = make_poller(settings.gpu, gpu_optional=settings.demo) if settings.gpu.enabled else None
-    registry = build_registry(pipeline, settings.sglang.idle_after,
+    registry = build_registry(store, log_source, settings.sglang.idle_after,
                               GpuCollector(gpu_poller) if gpu_poller is not None else None,
                               fpm.collector if fpm is not None else None)
     host, port = parse_listen_address(settings.web.listen_address)
 
     def health() -> tuple[bool, str]:
-        alive = follower.is_alive()
+        alive = log_source.is_alive()
         if alive and gpu_poller is not None:
             return gpu_poller.health()  # 503 after repeated NVML "Unknown" errors (lost device access)
         return (True, "ok") if alive else (False, "log follower thread is not running")
@@ -151,12 +151,12 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
     server = WebServer(host, port, make_app(registry, settings.web.telemetry_path, health))
     # The follower's first pass fixes the start position (the end of existing files) before anything
     # is served, so "start at the end" means the end at launch.
-    follower.start()
-    follower.wait_first_pass(timeout=10.0)
+    log_source.start()
+    log_source.wait_first_pass(timeout=10.0)
     try:
         server.start()
     except OSError as exc:
-        follower.stop()
+        log_source.stop()
         if fpm is not None:
             fpm.stop()
         error(f"cannot listen on {settings.web.listen_address} (--web.listen-address): {exc.strerror or exc}")
@@ -181,7 +181,7 @@ def _serve(settings: Settings, pipeline: Pipeline) -> int:
         log.info("shutting down")
         if replayer is not None:
             replayer.stop()
-        follower.stop()
+        log_source.stop()
         if gpu_poller is not None:
             gpu_poller.stop()
         if fpm is not None:

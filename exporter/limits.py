@@ -1,4 +1,4 @@
-"""Bounds that several modules must agree on, declared once.
+"""Bounds and defaults that several modules must agree on, declared once.
 
 The parser, the scheduler state, the settings and the report all import from here; none restates a
 value. Each bound says why it is what it is.
@@ -25,6 +25,12 @@ CHUNKED_PREFILL_SIZE_MIN, CHUNKED_PREFILL_SIZE_MAX = 1, 10_000_000
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 #: Accepted range of ``--log.max-line-bytes``, inclusive.
 MAX_LINE_BYTES_MIN, MAX_LINE_BYTES_MAX = 1 << 10, 64 << 20
+
+#: Seconds a rotated or deleted log file is still read (``--log.rotate-wait``; fluent-bit's
+#: ``rotate_wait`` is 5): the writer appends to the old file until it reopens its log.
+DEFAULT_ROTATE_WAIT = 5.0
+#: Seconds between checks of the log paths when no file event arrives (``--log.poll-interval``).
+DEFAULT_LOG_POLL_INTERVAL = 1.0
 
 #: Longest gap between two samples of ``#queue-req`` that a time integral trusts (seconds). SGLang
 #: prints nothing while idle, so a longer silence is idle time (or a stall), not "the last queue

@@ -39,7 +39,9 @@ from .limits import (
     DECODE_LOG_INTERVAL_MAX,
     DECODE_LOG_INTERVAL_MIN,
     DEFAULT_DECODE_LOG_INTERVAL,
+    DEFAULT_LOG_POLL_INTERVAL,
     DEFAULT_MAX_LINE_BYTES,
+    DEFAULT_ROTATE_WAIT,
     MAX_LINE_BYTES_MAX,
     MAX_LINE_BYTES_MIN,
     MAX_SCHEDULERS,
@@ -120,13 +122,13 @@ class LogSettings(BaseModel):
         False, description="Read an existing log from its first line at start-up. By default the exporter "
         "starts at the end of the file, so a restarted exporter never counts a line twice.")
     poll_interval: float = Field(
-        1.0, gt=0, le=60, json_schema_extra={"metavar": "SECONDS"},
+        DEFAULT_LOG_POLL_INTERVAL, gt=0, le=60, json_schema_extra={"metavar": "SECONDS"},
         description="Seconds between checks of the file when no file event arrives.")
     watch_mode: Literal["inotify", "poll"] = Field(
         "inotify", description="How changes are noticed: inotify (file events, plus the poll timer) or poll "
         "(timer only; use on NFS, CIFS and some overlay mounts).")
     rotate_wait: float = Field(
-        5.0, ge=0, le=3600, json_schema_extra={"metavar": "SECONDS"},
+        DEFAULT_ROTATE_WAIT, ge=0, le=3600, json_schema_extra={"metavar": "SECONDS"},
         description="Seconds a rotated or deleted log file is still read after the path "
         "names a new file (the writer appends to the old one until it reopens its log).")
     max_line_bytes: int = Field(

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from exporter.sources.log.parser import Malformed, parse_line  # noqa: E402
-from exporter.pipeline import Pipeline  # noqa: E402
+from exporter.sources.log.ingest import Ingest  # noqa: E402
 from exporter.scheduler.state import SchedulerStates  # noqa: E402
 from exporter.scheduler.store import SchedulerStore
 from exporter.sources.log.file import Tailer  # noqa: E402
@@ -80,8 +80,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sglang.log"
         path.write_bytes(b"")
-        pipeline = Pipeline(SchedulerStore(SchedulerStates(40)))
-        tailer = Tailer(str(path), pipeline, from_beginning=True, max_line_bytes=1 << 16)
+        pipeline = Ingest(SchedulerStore(SchedulerStates(40)))
+        tailer = Tailer(str(path), pipeline, pipeline.stats, from_beginning=True, max_line_bytes=1 << 16)
         tailer.poll()
         seen = Counter()
         done = 0
@@ -113,15 +113,15 @@ def main() -> int:
                     except Exception:
                         exceptions += 1
                         traceback.print_exc()
-                    now = Counter(pipeline.lines)
+                    now = Counter(pipeline.stats.lines)
                     decreases += sum(1 for k in seen if now[k] < seen[k])
                     seen = now
         tailer.close()
-        counted = sum(pipeline.lines.values())
+        counted = sum(pipeline.stats.lines.values())
     elapsed = time.monotonic() - t0
     print(f"lines generated: {args.lines}")
     print(f"lines counted by the tailer: {counted}; expected {expected} (a bare CR splits a line in two)")
-    print(f"lines by result: " + ", ".join(f"{r}={sum(n for (k, rr), n in pipeline.lines.items() if rr == r)}"
+    print(f"lines by result: " + ", ".join(f"{r}={sum(n for (k, rr), n in pipeline.stats.lines.items() if rr == r)}"
                                           for r in ("parsed", "malformed", "ignored")))
     print(f"oversized: {tailer.stats.oversized_lines}")
     print(f"exceptions: {exceptions}")

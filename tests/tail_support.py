@@ -15,11 +15,9 @@ from conftest import CORPUS, samples
 from prometheus_client import generate_latest
 
 from exporter.cli import build_registry
-from exporter.pipeline import Pipeline
 from exporter.scheduler.state import SchedulerStates
 from exporter.scheduler.store import SchedulerStore
-from exporter.sources.log.follower import Follower
-from exporter.sources.log.glob import make_sources
+from exporter.sources.log.source import LogSource
 
 #: Seconds any single wait may take; generous because other test runs share the CPUs.
 DEADLINE = float(os.environ.get("TAIL_TEST_DEADLINE", "30"))
@@ -50,7 +48,7 @@ def append(path: Path | str, data: bytes) -> None:
 
 
 class Harness:
-    """A pipeline, the real tailers for ``paths`` and a running :class:`Follower`.
+    """The real log source for ``paths`` (tailers, ingest step, a running follower) and a registry.
 
     Args:
         paths: Paths and globs, as ``--log.path`` takes them.
@@ -61,12 +59,13 @@ class Harness:
     def __init__(self, *paths, poll_interval: float = 0.05, watch_mode: str = "inotify",
                  rotate_wait: float = 0.3, from_beginning: bool = False, max_line_bytes: int = 1 << 20,
                  observer_factory=None):
-        self.pipeline = Pipeline(SchedulerStore(SchedulerStates(40)))
-        self.sources = make_sources([str(p) for p in paths], self.pipeline, from_beginning=from_beginning,
-                                    max_line_bytes=max_line_bytes, rotate_wait=rotate_wait)
-        kw = {} if observer_factory is None else {"observer_factory": observer_factory}
-        self.follower = Follower(self.sources, poll_interval, watch_mode, pipeline=self.pipeline, **kw)
-        self.registry = build_registry(self.pipeline, None)
+        self.store = SchedulerStore(SchedulerStates(40))
+        self.log = LogSource([str(p) for p in paths], self.store, from_beginning=from_beginning,
+                             max_line_bytes=max_line_bytes, rotate_wait=rotate_wait, poll_interval=poll_interval,
+                             watch_mode=watch_mode, observer_factory=observer_factory)
+        self.sources = self.log.tailers
+        self.follower = self.log.follower
+        self.registry = build_registry(self.store, self.log, None)
 
     def __enter__(self) -> Harness:
         self.follower.start()
@@ -79,12 +78,12 @@ class Harness:
     # -- reading the exporter's own counters ------------------------------------------------------
 
     def lines(self, kind: str = "decode", result: str = "parsed") -> int:
-        with self.pipeline.lock:
-            return self.pipeline.lines[(kind, result)]
+        with self.log.stats.lock:
+            return self.log.stats.lines[(kind, result)]
 
     def total_lines(self) -> int:
-        with self.pipeline.lock:
-            return sum(self.pipeline.lines.values())
+        with self.log.stats.lock:
+            return sum(self.log.stats.lines.values())
 
     def metrics(self) -> dict:
         return samples(generate_latest(self.registry).decode())
@@ -99,8 +98,8 @@ class Harness:
         while not predicate():
             if time.monotonic() > end:
                 raise AssertionError(f"timed out after {deadline}s waiting for {what}; decode parsed="
-                                     f"{self.lines()}, lines={dict(self.pipeline.lines)}, "
-                                     f"files={self.pipeline.files}")
+                                     f"{self.lines()}, lines={dict(self.log.stats.lines)}, "
+                                     f"files={self.log.stats.files}")
             if not self.follower.is_alive():
                 raise AssertionError("the follower thread died")
             time.sleep(0.005)
@@ -122,4 +121,4 @@ class Harness:
         self.wait(done, f"{passes} more passes of the follower")
 
     def stats(self, path):
-        return self.pipeline.files[str(path)]
+        return self.log.stats.files[str(path)]

@@ -8,7 +8,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from exporter.cli import build_registry
 from exporter.scheduler.collector import SchedulerCollector
 from exporter.selfmetrics import GuardedCollectors
-from exporter.pipeline import Pipeline
+from exporter.sources.log.ingest import Ingest
+from exporter.sources.log.source import LogSource
 from exporter.scheduler.state import QUEUE_SAMPLE_MAX_GAP_SECONDS, SchedulerStates
 from exporter.scheduler.store import SchedulerStore
 
@@ -21,14 +22,14 @@ PREFILL = ("[2026-09-13 16:06:{s:02d}{tags}] Prefill batch, #new-seq: {n}, #new-
            "input throughput (token/s): 1.0")
 
 
-def scrape(pipeline: Pipeline, idle_after=None, clock=None) -> dict:
+def scrape(ingest: Ingest, idle_after=None, clock=None) -> dict:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SchedulerCollector(pipeline.store, idle_after, clock or (lambda: 0.0)))
+    registry.register(SchedulerCollector(ingest.store, idle_after, clock or (lambda: 0.0)))
     return samples(generate_latest(registry).decode())
 
 
-def feed(lines, interval=40, clock=lambda: 1000.0) -> Pipeline:
-    p = Pipeline(SchedulerStore(SchedulerStates(interval, clock=clock)), clock=clock)
+def feed(lines, interval=40, clock=lambda: 1000.0) -> Ingest:
+    p = Ingest(SchedulerStore(SchedulerStates(interval, clock=clock)), clock=clock)
     p.feed(lines)
     return p
 
@@ -162,9 +163,9 @@ def test_malformed_lines_are_counted_and_not_applied():
     p = feed(["[2026-05-28 02:59:59 TP0] Decode batch, #running-req: 45, #token: 44672, token usaccept rate: 0.32, "
               "npu graph: False, gen throughput (token/s): 863.65, #queue-req",
               "hello"])
-    assert p.lines[("decode", "malformed")] == 1
-    assert p.lines[("other", "ignored")] == 1
-    assert p.states.schedulers == {}
+    assert p.stats.lines[("decode", "malformed")] == 1
+    assert p.stats.lines[("other", "ignored")] == 1
+    assert p.store.states.schedulers == {}
 
 
 def test_a_failing_collector_does_not_fail_the_scrape():
@@ -186,11 +187,12 @@ def test_full_registry_exposition_lints_clean(promtool):
 
     from conftest import CORPUS
 
-    p = Pipeline(SchedulerStore(SchedulerStates()))
+    store = SchedulerStore(SchedulerStates())
+    p = Ingest(store)
     for name in ("008-retraction-storm-tokens-gained-uvicorn.log", "024-dp-attention-mtp-dp-tp-tags.log",
                  "010-pd-prefill-node0-mooncake-transfer-fail.log", "019-npu-mamba-usage-full-token-prefill-burst.log"):
         p.feed((CORPUS / name).read_text(encoding="utf-8").splitlines())
-    text = generate_latest(build_registry(p, None))
+    text = generate_latest(build_registry(store, LogSource([], store), None))
     result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=60)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
 
@@ -200,20 +202,20 @@ def test_garbage_rank_tags_cannot_grow_series_without_bound():
 
     lines = [DECODE.format(s=0, tags=f" DP{dp} TP0", r=1, t=1, q=0) for dp in range(MAX_SCHEDULERS + 50)]
     p = feed(lines)
-    assert len(p.states.schedulers) == MAX_SCHEDULERS
-    assert p.lines[("decode", "parsed")] == MAX_SCHEDULERS
-    assert p.lines[("decode", "malformed")] == 50
+    assert len(p.store.states.schedulers) == MAX_SCHEDULERS
+    assert p.stats.lines[("decode", "parsed")] == MAX_SCHEDULERS
+    assert p.stats.lines[("decode", "malformed")] == 50
     # Known schedulers keep counting.
     p.feed([DECODE.format(s=1, tags=" DP0 TP0", r=1, t=1, q=0)])
-    assert p.lines[("decode", "parsed")] == MAX_SCHEDULERS + 1
+    assert p.stats.lines[("decode", "parsed")] == MAX_SCHEDULERS + 1
 
 
 def test_an_event_that_cannot_be_applied_is_counted_and_loses_nothing_else(monkeypatch):
     p = feed([])
-    real = p.states._prefill
-    monkeypatch.setattr(p.states, "_prefill",
+    real = p.store.states._prefill
+    monkeypatch.setattr(p.store.states, "_prefill",
                         lambda ev, wall: (_ for _ in ()).throw(OverflowError) if ev.new_token == 7 else real(ev, wall))
     p.feed([PREFILL.format(s=0, tags="", n=1, t=5, q=0), PREFILL.format(s=1, tags="", n=1, t=7, q=0),
             PREFILL.format(s=2, tags="", n=1, t=9, q=0)])
-    assert p.lines[("prefill", "parsed")] == 2 and p.lines[("prefill", "malformed")] == 1
-    assert p.states.schedulers["0"].replicas[""].prefill_computed_tokens == 14
+    assert p.stats.lines[("prefill", "parsed")] == 2 and p.stats.lines[("prefill", "malformed")] == 1
+    assert p.store.states.schedulers["0"].replicas[""].prefill_computed_tokens == 14

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter.sources.log.parser import Malformed, parse_line
-from exporter.pipeline import Pipeline
+from exporter.sources.log.ingest import Ingest
 from exporter.scheduler.state import SchedulerStates
 from exporter.scheduler.store import SchedulerStore
 from exporter.sources.log.file import Tailer
@@ -51,18 +51,18 @@ def _mutated_text(data: bytes) -> str:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(mutated_line(), min_size=1, max_size=30))
 def test_parser_never_raises_and_counters_never_decrease(lines):
-    p = Pipeline(SchedulerStore(SchedulerStates(40)))
-    before = Counter(p.lines)
+    p = Ingest(SchedulerStore(SchedulerStates(40)))
+    before = Counter(p.stats.lines)
     for line in lines:
         for text in _mutated_text(line).split("\n"):
             ev = parse_line(text)
             assert ev is None or isinstance(ev, Malformed) or ev.origin is not None
             assert not (isinstance(ev, Malformed) and ev.reason.startswith("parser error")), ev
             p.feed([text])
-            now = Counter(p.lines)
+            now = Counter(p.stats.lines)
             assert all(now[k] >= before[k] for k in before), "a counter decreased"
             before = now
-            for s in p.states.schedulers.values():
+            for s in p.store.states.schedulers.values():
                 for name in ("retractions", "prefill_batches", "decode_steps"):
                     assert s.counter(name) >= 0
 
@@ -74,8 +74,8 @@ def test_tailer_chunking_matches_one_piece_reading(tmp_path_factory, lines, cuts
     path = tmp_path_factory.mktemp("fuzz") / "sglang.log"
     data = b"\n".join(lines) + b"\n"
     path.write_bytes(b"")
-    p = Pipeline(SchedulerStore(SchedulerStates(40)))
-    t = Tailer(str(path), p, from_beginning=True, max_line_bytes=4096)
+    p = Ingest(SchedulerStore(SchedulerStates(40)))
+    t = Tailer(str(path), p, p.stats, from_beginning=True, max_line_bytes=4096)
     try:
         t.poll()
         pos = 0
@@ -86,16 +86,16 @@ def test_tailer_chunking_matches_one_piece_reading(tmp_path_factory, lines, cuts
             with open(path, "ab") as f:
                 f.write(piece)
             t.poll()
-            now = Counter(p.lines)
+            now = Counter(p.stats.lines)
             assert all(now[k] >= seen[k] for k in seen)
             seen = now
     finally:
         t.close()
-    ref = Pipeline(SchedulerStore(SchedulerStates(40)))
-    rt = Tailer(str(path), ref, from_beginning=True, max_line_bytes=4096)
+    ref = Ingest(SchedulerStore(SchedulerStates(40)))
+    rt = Tailer(str(path), ref, ref.stats, from_beginning=True, max_line_bytes=4096)
     try:
         rt.poll()
     finally:
         rt.close()
-    assert +p.lines == +ref.lines
+    assert +p.stats.lines == +ref.stats.lines
     assert t.stats.oversized_lines == rt.stats.oversized_lines

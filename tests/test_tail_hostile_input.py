@@ -9,21 +9,21 @@ from collections import Counter
 
 from tail_support import DECODE_LINES, OTHER_LINES, Harness, append, decode_block
 
-from exporter.pipeline import Pipeline
+from exporter.sources.log.ingest import Ingest
 from exporter.scheduler.state import SchedulerStates
 from exporter.scheduler.store import SchedulerStore
 
 
 def expected_counts(data: bytes) -> Counter:
     """Line counts for ``data`` read in one piece: complete lines only, CRLF/CR as documented."""
-    p = Pipeline(SchedulerStore(SchedulerStates(40)))
+    p = Ingest(SchedulerStore(SchedulerStates(40)))
     lines = []
     for raw in data.split(b"\n")[:-1]:
         text = raw.lstrip(b"\0").decode("utf-8", "replace")
         text = text[:-1] if text.endswith("\r") else text
         lines += [s for s in text.split("\r") if s] if "\r" in text else [text]
     p.feed(lines)
-    return +p.lines
+    return +p.stats.lines
 
 
 def run(tmp_path, pieces: list[bytes], clean_decode: int):
@@ -36,7 +36,7 @@ def run(tmp_path, pieces: list[bytes], clean_decode: int):
         want = expected_counts(data)
         h.wait(lambda: h.total_lines() >= sum(want.values()), "every line")
         h.settle()
-        assert +h.pipeline.lines == want
+        assert +h.log.stats.lines == want
         assert h.lines() >= clean_decode
         assert h.stats(log).bytes_read == len(data)
         return h
@@ -92,7 +92,7 @@ def test_two_writers_interleaved_mid_line(tmp_path):
         want = expected_counts(data)
         h.wait(lambda: h.total_lines() >= 3 * 60, "every line")
         h.settle()
-        assert +h.pipeline.lines == want
+        assert +h.log.stats.lines == want
         assert h.total_lines() == 3 * 60  # three newlines per round
         assert h.lines() >= 60  # B's second line each round is intact
 

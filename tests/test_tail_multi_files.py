@@ -32,7 +32,7 @@ def test_paths_and_glob_each_followed(tmp_path):
         for p in (sched, first, second):
             assert h.metric("sglang_exporter_log_file_present", path=str(p)) == 1
         os.unlink(first)  # an expired hourly file: drained, then dropped from the metrics
-        h.wait(lambda: str(first) not in h.pipeline.files, "the removed file to be dropped")
+        h.wait(lambda: str(first) not in h.log.stats.files, "the removed file to be dropped")
         assert h.metric("sglang_exporter_log_glob_matched_files", pattern=f"{reqdir}/*.log") == 1
         assert h.lines() == 21
 
@@ -43,7 +43,7 @@ def test_file_matched_by_two_patterns_is_read_once(tmp_path):
     with Harness(log, f"{tmp_path}/*.log", f"{tmp_path}/sglang.*") as h:
         append(log, decode_block(33))
         h.wait_decode(33)
-        assert list(h.pipeline.files) == [str(log)]
+        assert list(h.log.stats.files) == [str(log)]
 
 
 def test_glob_matching_rotated_name_does_not_reread(tmp_path):

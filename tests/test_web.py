@@ -16,16 +16,19 @@ from conftest import CORPUS, samples, value
 from prometheus_client import generate_latest
 
 from exporter.cli import build_registry
-from exporter.pipeline import Pipeline
 from exporter.scheduler.state import SchedulerStates
 from exporter.scheduler.store import SchedulerStore
-from exporter.sources.log.glob import make_sources
+from exporter.sources.log.source import LogSource
 from exporter.web import Limits, WebServer, make_app
 
 
-def _server(pipeline=None):
-    registry = build_registry(pipeline or Pipeline(SchedulerStore(SchedulerStates())), None)
-    server = WebServer("127.0.0.1", 0, make_app(registry))
+def _registry():
+    store = SchedulerStore(SchedulerStates())
+    return build_registry(store, LogSource([], store), None)
+
+
+def _server():
+    server = WebServer("127.0.0.1", 0, make_app(_registry()))
     server.start()
     return server
 
@@ -50,8 +53,7 @@ def test_only_get_and_head_are_allowed():
 def test_a_client_that_never_finishes_its_request_is_disconnected():
     """The whole-request deadline: a partial request line, then nothing (and a connection that
     sends nothing at all) are closed once the request timeout has passed."""
-    registry = build_registry(Pipeline(SchedulerStore(SchedulerStates())), None)
-    server = WebServer("127.0.0.1", 0, make_app(registry), Limits(request_timeout=1.0))
+    server = WebServer("127.0.0.1", 0, make_app(_registry()), Limits(request_timeout=1.0))
     server.start()
     try:
         partial = socket.create_connection(("127.0.0.1", server.port), timeout=10)
@@ -73,10 +75,11 @@ def test_a_file_name_that_is_not_utf8_does_not_break_metrics(tmp_path, promtool)
     bad = os.fsdecode(os.path.join(os.fsencode(str(tmp_path)), b"evil\xff.log"))
     with open(bad, "w", encoding="utf-8") as f:
         f.write((CORPUS / "007-decode-oom-retract-tp16.log").read_text(encoding="utf-8"))
-    pipeline = Pipeline(SchedulerStore(SchedulerStates()))
-    for source in make_sources([str(tmp_path / "*.log")], pipeline, from_beginning=True):
+    store = SchedulerStore(SchedulerStates())
+    log_source = LogSource([str(tmp_path / "*.log")], store, from_beginning=True)
+    for source in log_source.tailers:
         source.poll()
-    text = generate_latest(build_registry(pipeline, None)).decode()
+    text = generate_latest(build_registry(store, log_source, None)).decode()
     m = samples(text)
     assert value(m, "sglang_exporter_log_file_opens_total", path=str(tmp_path / "evil\\xff.log")) == 1
     assert value(m, "sglang_scheduler_retractions_total", dp_rank="0") == 2

@@ -1,1 +1,11 @@
-"""The scheduler log source: follow SGLang's log files, parse each line, apply the events."""
+"""The scheduler log source: follow SGLang's log files, parse each line, apply the events.
+
+Data flow, one module per step::
+
+    file.py, glob.py   paths -> open files (identity, rotation, truncation), driven by follower.py
+    lines.py           bytes -> lines
+    parser.py          line -> typed event (exporter.events) or Malformed or nothing
+    ingest.py          events -> SchedulerStore.apply; lines counted by kind and result
+    stats.py           the source's own statistics; collector.py: sglang_exporter_log_*
+    source.py          LogSource: the above assembled for the command
+"""

@@ -32,10 +32,11 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Protocol
 
-from ...limits import DEFAULT_MAX_LINE_BYTES
-from ...pipeline import FileStats, Pipeline
+from ...limits import DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
 from .lines import LineSplitter
+from .stats import FileStats, LogStats
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,6 @@ READ_CHUNK = 1 << 20
 FINGERPRINT_BYTES = 256
 #: How much of an existing log's head is searched for start-up lines when starting at its end.
 STARTUP_SCAN_BYTES = 64 << 20
-#: Default seconds a rotated or deleted file is still read (fluent-bit's ``rotate_wait`` is 5).
-ROTATE_WAIT = 5.0
 
 Ident = tuple[int, int]
 
@@ -107,12 +106,24 @@ class _Reader:
         self.size = offset
 
 
+class LineSink(Protocol):
+    """Where a tailer hands what it read (:class:`~.ingest.Ingest`): it knows nothing downstream."""
+
+    def feed(self, lines: list[str]) -> int:
+        """Take complete lines, oldest first; returns how many were taken."""
+
+    def startup_facts(self, head: bytes) -> int:
+        """Take the head of a file whose reading starts at its end (start-up lines, not counted)."""
+
+
 class Tailer:
     """Follows one path (a plain file path; symlinks are followed; it need not exist yet).
 
     Args:
         path: The file to follow; also the ``path`` label of its self-metrics.
-        pipeline: Where complete lines go (:meth:`Pipeline.feed`).
+        sink: Where complete lines go (:class:`LineSink`).
+        stats: The log source's statistics, where this path's :class:`FileStats` is registered (a
+            private :class:`LogStats` by default).
         from_beginning: Read a file that exists at start-up from offset 0 instead of from its end.
         max_line_bytes: Longest line kept, in bytes without the terminator; longer ones are dropped
             and counted in ``FileStats.oversized_lines``.
@@ -120,22 +131,22 @@ class Tailer:
         registry: Shared :class:`Registry` (one per exporter; a private one by default).
         clock: Monotonic clock in seconds (tests inject one).
 
-    Counters are kept in ``self.stats`` (:class:`~exporter.pipeline.FileStats`): opens, bytes read,
+    Counters are kept in ``self.stats`` (:class:`~.stats.FileStats`): opens, bytes read,
     rotations, truncations, oversized lines, presence and bytes behind the end of the file.
     """
 
-    def __init__(self, path: str, pipeline: Pipeline, from_beginning: bool = False,
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = ROTATE_WAIT,
+    def __init__(self, path: str, sink: LineSink, stats: LogStats | None = None, from_beginning: bool = False,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = DEFAULT_ROTATE_WAIT,
                  registry: Registry | None = None, clock: Callable[[], float] = time.monotonic,
                  started: bool = False):
         self.path = path
-        self.pipeline = pipeline
+        self.sink = sink
         self.from_beginning = from_beginning
         self.max_line_bytes = max_line_bytes
         self.rotate_wait = rotate_wait
         self.registry = registry if registry is not None else Registry()
         self.clock = clock
-        self.stats: FileStats = pipeline.register_file(path)
+        self.stats: FileStats = (stats if stats is not None else LogStats()).register_file(path)
         self._cur: _Reader | None = None
         self._draining: list[_Reader] = []
         self._started = started  # True once the start-up position rule has been applied
@@ -147,7 +158,7 @@ class Tailer:
         """Check the path's identity and size, and read everything available.
 
         Returns:
-            Number of lines fed to the pipeline. Never raises for a missing, unreadable or
+            Number of lines handed to the sink. Never raises for a missing, unreadable or
             vanishing file: that is logged once per change and shown in ``FileStats.present``.
         """
         fed = 0
@@ -196,7 +207,7 @@ class Tailer:
         the path's identity (rotation, deletion, a new file) is checked by :meth:`poll`.
 
         Returns:
-            Number of lines fed to the pipeline.
+            Number of lines handed to the sink.
         """
         fed = 0
         for r in [*self._draining, self._cur]:
@@ -273,7 +284,7 @@ class Tailer:
             try:
                 skipping = os.pread(f.fileno(), 1, fst.st_size - 1) != b"\n"  # started mid-line
                 # The server's capacity and server_args lines precede the end: keep what they say.
-                self.pipeline.recover_startup_facts(os.pread(f.fileno(), min(fst.st_size, STARTUP_SCAN_BYTES), 0))
+                self.sink.startup_facts(os.pread(f.fileno(), min(fst.st_size, STARTUP_SCAN_BYTES), 0))
             except OSError:
                 skipping = False
         if offset:
@@ -375,4 +386,4 @@ class Tailer:
             self.stats.oversized_lines += r.lines.dropped
             r.lines.dropped = 0
             log.debug("dropped a line longer than %d bytes in %s", self.max_line_bytes, self.path)
-        return self.pipeline.feed(lines) if lines else 0
+        return self.sink.feed(lines) if lines else 0

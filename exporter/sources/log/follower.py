@@ -17,9 +17,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ...pipeline import Pipeline
+from ...limits import DEFAULT_LOG_POLL_INTERVAL
 from .file import Ident, Tailer
 from .glob import GlobTailer
+from .stats import LogStats
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,7 @@ class Follower:
         watch_mode: ``"inotify"`` (watchdog's native observer plus the timer; when the observer or a
             watch cannot be set up, e.g. the inotify watch or instance limit is reached, it falls
             back to polling with one warning) or ``"poll"`` (timer only; NFS/CIFS/overlay).
-        pipeline: Where the watch mode in use is published (``Pipeline.watch_mode``); by default the
-            first tailer's pipeline.
+        stats: Where the watch mode in use is published (``LogStats.watch_mode``), if given.
         observer_factory: Builds the watchdog observer (tests inject a failing one).
 
     Attributes:
@@ -64,14 +64,14 @@ class Follower:
         cycles: Completed passes over all tailers (tests wait on it).
     """
 
-    def __init__(self, tailers: Sequence[Tailer | GlobTailer], poll_interval: float = 1.0,
-                 watch_mode: str = "inotify", pipeline: Pipeline | None = None,
+    def __init__(self, tailers: Sequence[Tailer | GlobTailer], poll_interval: float = DEFAULT_LOG_POLL_INTERVAL,
+                 watch_mode: str = "inotify", stats: LogStats | None = None,
                  observer_factory: Callable[[], object] = _default_observer):
         self.tailers = list(tailers)
         self.poll_interval = poll_interval
         self.watch_mode = watch_mode
         self.mode = "poll"
-        self.pipeline = pipeline if pipeline is not None else (self.tailers[0].pipeline if self.tailers else None)
+        self.stats = stats
         self.observer_factory = observer_factory
         self.wake = threading.Event()
         self.stop_event = threading.Event()
@@ -134,9 +134,8 @@ class Follower:
             self.wake.wait(max(0.0, min(append_interval, next_full - time.monotonic())))
 
     def _publish_mode(self) -> None:
-        if self.pipeline is not None:
-            with self.pipeline.lock:
-                self.pipeline.watch_mode = self.mode
+        if self.stats is not None:
+            self.stats.set_watch_mode(self.mode)
 
     def _start_observer(self) -> None:
         try:

@@ -13,9 +13,9 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
-from ...pipeline import Pipeline
-from ...limits import DEFAULT_MAX_LINE_BYTES
-from .file import ROTATE_WAIT, Registry, Tailer
+from ...limits import DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
+from .file import LineSink, Registry, Tailer
+from .stats import LogStats
 
 
 def has_glob(path: str) -> bool:
@@ -37,36 +37,34 @@ class GlobTailer:
         Other arguments as for :class:`Tailer`.
     """
 
-    def __init__(self, pattern: str, pipeline: Pipeline, from_beginning: bool = False,
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = ROTATE_WAIT,
+    def __init__(self, pattern: str, sink: LineSink, stats: LogStats | None = None, from_beginning: bool = False,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = DEFAULT_ROTATE_WAIT,
                  registry: Registry | None = None, clock: Callable[[], float] = time.monotonic,
                  claimed: set[str] | None = None):
         self.path = pattern
-        self.pipeline = pipeline
+        self.sink = sink
+        self.log_stats = stats if stats is not None else LogStats()
         self.kw = dict(from_beginning=from_beginning, max_line_bytes=max_line_bytes, rotate_wait=rotate_wait,
                        registry=registry if registry is not None else Registry(), clock=clock)
         self.claimed = claimed if claimed is not None else set()
         self.tailers: dict[str, Tailer] = {}
         self._started = False
-        with pipeline.lock:
-            pipeline.patterns[pattern] = 0
+        self.log_stats.set_matches(pattern, 0)
 
     def poll(self) -> int:
         """Look up matches, then poll each matched file; returns lines fed."""
         matches = {m for m in glob.glob(self.path) if os.path.isfile(m)}
         for m in sorted(matches):
             if m not in self.tailers and os.path.abspath(m) not in self.claimed:
-                self.tailers[m] = Tailer(m, self.pipeline, started=self._started, **self.kw)
+                self.tailers[m] = Tailer(m, self.sink, self.log_stats, started=self._started, **self.kw)
         self._started = True
         fed = 0
         for m, t in list(self.tailers.items()):
             fed += t.poll()
             if m not in matches and t.idle:
                 del self.tailers[m]
-                with self.pipeline.lock:
-                    self.pipeline.files.pop(m, None)
-        with self.pipeline.lock:
-            self.pipeline.patterns[self.path] = len(matches)
+                self.log_stats.drop_file(m)
+        self.log_stats.set_matches(self.path, len(matches))
         return fed
 
     def read_appends(self) -> int:
@@ -93,8 +91,8 @@ class GlobTailer:
         return dirs
 
 
-def make_sources(paths: Sequence[str], pipeline: Pipeline, from_beginning: bool = False,
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = ROTATE_WAIT,
+def make_sources(paths: Sequence[str], sink: LineSink, stats: LogStats | None = None, from_beginning: bool = False,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = DEFAULT_ROTATE_WAIT,
                  clock: Callable[[], float] = time.monotonic) -> list[Tailer | GlobTailer]:
     """Build one :class:`Tailer` per plain path and one :class:`GlobTailer` per glob.
 
@@ -108,6 +106,7 @@ def make_sources(paths: Sequence[str], pipeline: Pipeline, from_beginning: bool 
     claimed = {os.path.abspath(p) for p in plain}
     kw = dict(from_beginning=from_beginning, max_line_bytes=max_line_bytes, rotate_wait=rotate_wait,
               registry=registry, clock=clock)
-    sources: list[Tailer | GlobTailer] = [Tailer(p, pipeline, **kw) for p in plain]
-    sources += [GlobTailer(g, pipeline, claimed=claimed, **kw) for g in globs]
+    stats = stats if stats is not None else LogStats()
+    sources: list[Tailer | GlobTailer] = [Tailer(p, sink, stats, **kw) for p in plain]
+    sources += [GlobTailer(g, sink, stats, claimed=claimed, **kw) for g in globs]
     return sources

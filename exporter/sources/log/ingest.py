@@ -1,0 +1,104 @@
+"""The ingest step: complete lines -> parser -> :meth:`SchedulerStore.apply`, each line counted.
+
+:class:`Ingest` is the sink the tailers hand their lines to. Parsing happens outside every lock; the
+events of one batch of lines are applied in one call (a scrape never sees half of them), and only
+then counted in the source's own :class:`~.stats.LogStats`, so that a line counted as parsed is a
+line already applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from ...events import KIND_OF, Capacity, ServerArgs
+from ...scheduler.store import SchedulerStore
+from .parser import Malformed, parse_line
+from .stats import LogStats
+
+log = logging.getLogger(__name__)
+
+
+class Ingest:
+    """Parses lines, applies their events to the scheduler store, counts lines by kind and result.
+
+    Args:
+        store: Where scheduler events go (the one interface into the scheduler state).
+        stats: Where line counts go (a private :class:`LogStats` by default).
+        clock: Wall-clock source in seconds since the epoch (tests inject one).
+    """
+
+    def __init__(self, store: SchedulerStore, stats: LogStats | None = None,
+                 clock: Callable[[], float] = time.time):
+        self.store = store
+        self.stats = stats if stats is not None else LogStats()
+        self._clock = clock
+
+    def feed(self, lines: Iterable[str]) -> int:
+        """Parse and apply complete lines (without their terminators).
+
+        Each line is counted once in ``LogStats.lines``: ``(kind, "parsed")`` when its event was
+        applied, ``(kind, "malformed")`` when its kind was recognised but the line is damaged or its
+        event was rejected by the store (beyond the scheduler/replica caps), ``("other",
+        "ignored")`` when it is no scheduler line.
+
+        Returns:
+            The number of lines fed. Never raises on line content.
+        """
+        parsed = [parse_line(line) for line in lines]
+        if not parsed:
+            return 0
+        wall = self._clock()
+        events = []
+        ignored = 0
+        malformed: list[str] = []
+        for ev in parsed:
+            if ev is None:
+                ignored += 1
+            elif type(ev) is Malformed:
+                malformed.append(ev.kind)
+                log.debug("malformed %s line: %s", ev.kind, ev.reason)
+            else:
+                events.append(ev)
+        rejected = self.store.apply(events, wall) if events else ()
+        stats = self.stats
+        with stats.lock:
+            counts = stats.lines
+            counts[("other", "ignored")] += ignored
+            for kind in malformed:
+                counts[(kind, "malformed")] += 1
+            for ev in events:
+                counts[(KIND_OF[type(ev)], "parsed")] += 1
+            for ev in rejected:
+                kind = KIND_OF[type(ev)]
+                counts[(kind, "parsed")] -= 1
+                counts[(kind, "malformed")] += 1
+                log.debug("dropped %s line of scheduler DP%s: too many schedulers or replicas",
+                          kind, ev.origin.dp_rank)
+            stats.last_line_wall = wall
+        return len(parsed)
+
+    def startup_facts(self, head: bytes) -> int:
+        """Apply the start-up facts found in log text that the tailer skips.
+
+        When the exporter starts at the end of an existing log (the default, so nothing is counted
+        twice), the server's start-up lines lie before that point; yet the capacity line
+        (``max_total_num_tokens=...``) and ``server_args=`` describe the running server. This applies
+        those two kinds only: no counter moves and the lines are not counted as read.
+
+        Args:
+            head: Raw bytes of the skipped part of the file (the tailer passes its head).
+
+        Returns:
+            The number of start-up events applied.
+        """
+        events = []
+        for line in head.decode("utf-8", "replace").splitlines():
+            if "max_total_num_tokens=" in line or "server_args=" in line:
+                ev = parse_line(line)
+                if type(ev) in (Capacity, ServerArgs):
+                    events.append(ev)
+        if events:
+            self.store.apply(events, self._clock())
+        return len(events)

@@ -1,0 +1,83 @@
+"""The log source assembled: tailers for ``--log.path``, the ingest step, the follower thread, stats."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from ...limits import DEFAULT_LOG_POLL_INTERVAL, DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
+from ...scheduler.store import SchedulerStore
+from .collector import LogCollector
+from .follower import Follower
+from .glob import make_sources
+from .ingest import Ingest
+from .stats import LogStats
+
+
+class LogSource:
+    """SGLang's scheduler log: files -> lines -> parser -> :meth:`SchedulerStore.apply`.
+
+    Args:
+        paths: Paths and globs, as ``--log.path`` lists them.
+        store: The scheduler state the events go to.
+        from_beginning: Read files that exist at start-up from their first line.
+        max_line_bytes: Longest line kept (``--log.max-line-bytes``).
+        rotate_wait: Seconds a rotated or deleted file is still read (``--log.rotate-wait``).
+        poll_interval: Seconds between checks of the paths without a file event (``--log.poll-interval``).
+        watch_mode: ``inotify`` or ``poll`` (``--log.watch-mode``).
+        clock: Wall-clock source for the ingest step (tests inject one).
+        observer_factory: Builds watchdog's observer (tests inject a failing one).
+
+    Attributes:
+        stats: The source's own statistics (:class:`LogStats`), read by :meth:`collector`.
+        ingest: The sink the tailers hand lines to.
+        tailers: One tailer per plain path, one per glob.
+        follower: The thread that drives the tailers (live mode).
+    """
+
+    def __init__(self, paths: Sequence[str], store: SchedulerStore, *, from_beginning: bool = False,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = DEFAULT_ROTATE_WAIT,
+                 poll_interval: float = DEFAULT_LOG_POLL_INTERVAL, watch_mode: str = "inotify",
+                 clock: Callable[[], float] = time.time, observer_factory: Callable[[], object] | None = None):
+        self.stats = LogStats()
+        self.ingest = Ingest(store, self.stats, clock)
+        self.tailers = make_sources(paths, self.ingest, self.stats, from_beginning=from_beginning,
+                                    max_line_bytes=max_line_bytes, rotate_wait=rotate_wait)
+        kw = {} if observer_factory is None else {"observer_factory": observer_factory}
+        self.follower = Follower(self.tailers, poll_interval, watch_mode, stats=self.stats, **kw)
+
+    def read_all(self) -> int:
+        """Read every file to its end once, partial last lines included, and close them (one-shot).
+
+        Returns:
+            Lines handed to the ingest step.
+        """
+        fed = 0
+        try:
+            for tailer in self.tailers:
+                fed += tailer.poll()
+                fed += tailer.flush()
+        finally:
+            for tailer in self.tailers:
+                tailer.close()
+        return fed
+
+    def start(self) -> None:
+        """Start following (the follower thread)."""
+        self.follower.start()
+
+    def wait_first_pass(self, timeout: float) -> bool:
+        """Block until the first pass over all paths is done, which fixes the start positions."""
+        return self.follower.wait_first_pass(timeout)
+
+    def stop(self) -> None:
+        """Stop following and close the files."""
+        self.follower.stop()
+
+    def is_alive(self) -> bool:
+        """True while the follower thread runs."""
+        return self.follower.is_alive()
+
+    def collector(self) -> LogCollector:
+        """The collector of this source's ``sglang_exporter_log_*`` families."""
+        return LogCollector(self.stats)
