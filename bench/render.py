@@ -48,8 +48,8 @@ def _gpu_collector():
     try:
         from gpu_fake import FakeGpu, FakeNvml  # noqa: PLC0415 - optional, test helper
 
-        from exporter.gpu.collector import GpuCollector  # noqa: PLC0415
-        from exporter.gpu.poller import GpuPoller  # noqa: PLC0415
+        from exporter.sources.gpu.collector import GpuCollector  # noqa: PLC0415
+        from exporter.sources.gpu.poller import GpuPoller  # noqa: PLC0415
     except Exception as exc:  # noqa: BLE001 - the GPU collector may not have landed
         return None, None, f"fake NVML backend unavailable ({type(exc).__name__}: {exc})"
     nv = FakeNvml([FakeGpu(f"GPU-{i:08x}-0000-0000-0000-{i:012x}") for i in range(8)])

@@ -19,13 +19,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector
 
 from .demo import Replayer, sample_log_path
-from .gpu import GpuCollector, make_poller
 from .paths import display_path, file_problem
 from .scheduler.collector import SchedulerCollector
 from .scheduler.state import SchedulerStates
 from .scheduler.store import SchedulerStore
 from .selfmetrics import GuardedCollectors
 from .settings import Settings, SettingsError, load_settings, parse_listen_address, unknown_environment
+from .sources.gpu import GpuCollector, make_poller
 from .sources.log.glob import has_glob
 from .sources.log.source import LogSource
 from .status import PROG, ExitStatus, error, usage_error

@@ -272,10 +272,10 @@ def _nvml_error(code_name: str):
     (False, "NVML_ERROR_LIBRARY_NOT_FOUND", logging.WARNING),  # serving a real log: the GPU is expected
 ])
 def test_gpu_absence_is_info_only_where_no_gpu_is_expected(gpu_optional, code, level, caplog):
-    from exporter.gpu.poller import GpuPoller
+    from exporter.sources.gpu.poller import GpuPoller
 
     poller = GpuPoller(_nvml_error(code), xid_events=False, gpu_optional=gpu_optional)
-    with caplog.at_level(logging.DEBUG, logger="exporter.gpu.poller"):
+    with caplog.at_level(logging.DEBUG, logger="exporter.sources.gpu.poller"):
         poller.run_cycle()
         poller.run_cycle()  # a repeated failure is said once, then at debug
     said = [r for r in caplog.records if r.levelno >= logging.INFO]

@@ -2,7 +2,7 @@
 
 ``tests/fake_nvml/fake_nvml.c`` is compiled here with gcc against the official ``nvml.h`` of the PyPI
 package ``nvidia-nvml-dev`` (in the ``[test]`` extra) and loaded through ``--gpu.nvml-library-path``'s
-code path (:func:`exporter.gpu.nvml.load_pynvml`). This checks what the pure-Python fake cannot:
+code path (:func:`exporter.sources.gpu.nvml.load_pynvml`). This checks what the pure-Python fake cannot:
 that our calls go through pynvml's real ctypes structs (versioned memory and temperature structs,
 the two-call INSUFFICIENT_SIZE protocol for processes, event data) and error mapping.
 """
@@ -18,8 +18,8 @@ import pytest
 from conftest import IN_CI, require_tool, samples
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter.gpu import GpuCollector, GpuPoller
-from exporter.gpu.nvml import load_pynvml, unload_pynvml
+from exporter.sources.gpu import GpuCollector, GpuPoller
+from exporter.sources.gpu.nvml import load_pynvml, unload_pynvml
 
 SOURCE = Path(__file__).parent / "fake_nvml" / "fake_nvml.c"
 G0, G1 = "GPU-fa4e0000-0000-0000-0000-000000000000", "GPU-fa4e0000-0000-0000-0000-000000000001"

@@ -61,8 +61,8 @@ def test_gpu_collector_disabled_and_one_shot_have_no_gpu_series(tmp_path):
 @pytest.mark.skipif(not _nvml_loadable(), reason="no NVML library on this machine")
 def test_real_gpu_if_present():
     """Runs only where a driver exists: names, labels and value ranges against real NVML."""
-    from exporter.gpu import GpuCollector, GpuPoller
-    from exporter.gpu.nvml import load_pynvml
+    from exporter.sources.gpu import GpuCollector, GpuPoller
+    from exporter.sources.gpu.nvml import load_pynvml
     from prometheus_client import CollectorRegistry, generate_latest
 
     p = GpuPoller(load_pynvml, xid_events=False, slow_poll_interval=0)

@@ -16,7 +16,7 @@ from conftest import samples
 from gpu_fake import FakeGpu, FakeMig, FakeNvml
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter.gpu import GpuCollector, GpuPoller
+from exporter.sources.gpu import GpuCollector, GpuPoller
 
 DEADLINE = 20.0
 A, B = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
@@ -151,7 +151,7 @@ def test_init_failure_kinds_then_recovery(fake, pollers, code, kind):
 
 
 def test_library_not_found_from_a_bad_path_is_an_init_error(pollers):
-    from exporter.gpu.nvml import load_pynvml
+    from exporter.sources.gpu.nvml import load_pynvml
 
     p = GpuPoller(lambda: load_pynvml("/nonexistent/libnvidia-ml.so.1"), xid_events=False)
     p.run_cycle()

@@ -70,9 +70,9 @@ def gpu_exposition() -> str:
     from gpu_fake import FakeGpu, FakeNvml
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from exporter.gpu.collector import GpuCollector
-    from exporter.gpu.nvml import load_pynvml
-    from exporter.gpu.poller import GpuPoller
+    from exporter.sources.gpu.collector import GpuCollector
+    from exporter.sources.gpu.nvml import load_pynvml
+    from exporter.sources.gpu.poller import GpuPoller
 
     a, b = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
     nv = FakeNvml([FakeGpu(a), FakeGpu(b, name="NVIDIA H200", reasons=0)])

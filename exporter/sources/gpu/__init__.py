@@ -1,8 +1,8 @@
 """GPU readings from NVML (``sglang_gpu_*``): a polling thread and a collector that serves its snapshot.
 
-* :mod:`exporter.gpu.nvml` is the only module that imports ``pynvml`` (``nvidia-ml-py``).
-* :class:`~exporter.gpu.poller.GpuPoller` polls NVML in the background.
-* :class:`~exporter.gpu.collector.GpuCollector` turns its latest snapshot into metric families.
+* :mod:`exporter.sources.gpu.nvml` is the only module that imports ``pynvml`` (``nvidia-ml-py``).
+* :class:`~exporter.sources.gpu.poller.GpuPoller` polls NVML in the background.
+* :class:`~exporter.sources.gpu.collector.GpuCollector` turns its latest snapshot into metric families.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def make_poller(settings, gpu_optional: bool = False) -> GpuPoller:
     """Build the poller from :class:`exporter.settings.GpuSettings` (real NVML via nvidia-ml-py).
 
     ``gpu_optional``: see :class:`GpuPoller` (True for the demo)."""
-    from ..settings import parse_uuid_list
+    from ...settings import parse_uuid_list
     from .nvml import load_pynvml
 
     path = settings.nvml_library_path

@@ -1,6 +1,6 @@
 """The one module that imports ``pynvml`` (from NVIDIA's ``nvidia-ml-py`` distribution).
 
-Everything else in :mod:`exporter.gpu` receives the module object from :func:`load_pynvml` and calls
+Everything else in :mod:`exporter.sources.gpu` receives the module object from :func:`load_pynvml` and calls
 it by attribute, so that tests can hand in a strict fake with the same names instead (see
 ``tests/gpu_fake.py``). Importing this module does not touch the NVML library: ``libnvidia-ml.so.1``
 is opened by ``nvmlInit`` (pynvml's own loader) or by :func:`load_pynvml` when a path is given.

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..limits import UUIDS_FILE_MAX_BYTES
-from ..settings import parse_uuid_list, read_small_file
+from ...limits import UUIDS_FILE_MAX_BYTES
+from ...settings import parse_uuid_list, read_small_file
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class DeviceSnapshot:
 
     Attributes:
         device: The device.
-        values: Reading key -> value in base units (keys of :data:`exporter.gpu.collector.GAUGES`
+        values: Reading key -> value in base units (keys of :data:`exporter.sources.gpu.collector.GAUGES`
             and counters: ``memory_used_bytes``, ``power_watts``, ``energy_joules``, ...).
         clock_events: Reason label -> 0/1 (absent when unsupported).
         ecc: ``corrected``/``uncorrected`` -> volatile ECC error count (slow loop).
@@ -177,7 +177,7 @@ class GpuPoller:
     Args:
         loader: Returns the pynvml module (or a fake with the same names); called before each
             ``nvmlInit`` attempt. Raising an ``NVMLError`` counts as a failed init
-            (:func:`exporter.gpu.nvml.load_pynvml` raises ``LibraryNotFound`` for a bad path).
+            (:func:`exporter.sources.gpu.nvml.load_pynvml` raises ``LibraryNotFound`` for a bad path).
         poll_interval: Seconds between cycle starts.
         cycle_timeout: Deadline of one cycle in seconds.
         slow_poll_interval: Seconds between ECC / remapped-rows reads and device re-enumeration.
