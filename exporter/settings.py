@@ -17,7 +17,6 @@ import inspect
 import ipaddress
 import os
 import re
-import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +30,7 @@ from pydantic_settings import (
     SettingsError as _PydanticSettingsError,
 )
 
+from .files import read_small_file
 from .flags import PROG, UsageError, closest, normalized, parse_command_line, settings_of
 from .limits import (
     CHUNKED_PREFILL_SIZE_MAX,
@@ -47,48 +47,12 @@ from .limits import (
     MAX_SCHEDULERS,
 )
 from .paths import directory_problem
+from .sources.gpu.devices import parse_uuid_list
 
 ENV_PREFIX = "SGLANG_EXPORTER_"
 #: Default port: outside the 9100-9999 exporter registry range, not dcgm-exporter's 9400, not
 #: SGLang's 30000 nor torch's 29400/29500, and below Linux's ephemeral range.
 DEFAULT_PORT = 18400
-
-
-def read_small_file(path: str | os.PathLike, max_bytes: int) -> bytes:
-    """Read a small regular file whole, without blocking and without unbounded reads.
-
-    The file is opened non-blocking (opening a FIFO would otherwise wait for a writer) and checked
-    to be a regular file before anything is read (``/dev/zero`` never ends); at most
-    ``max_bytes + 1`` bytes are read.
-
-    Returns:
-        The file's bytes (at most ``max_bytes``).
-
-    Raises:
-        OSError: the file cannot be opened or read (missing, permission denied...).
-        ValueError: it is not a regular file (the message says what it is), or is larger than
-            ``max_bytes``.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                    else "a socket" if stat.S_ISSOCK(mode) else "not a plain file")
-            raise ValueError(f"not a regular file ({kind})")
-        chunks, size = [], 0
-        while size <= max_bytes:
-            chunk = os.read(fd, max_bytes + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > max_bytes:
-            raise ValueError(f"larger than {max_bytes // 1024} KiB")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 class SettingsError(Exception):
@@ -340,25 +304,6 @@ def parse_zmq_endpoint(value: str) -> tuple[str, str]:
         raise ValueError(f"a tcp:// endpoint needs a host and a port 1..65535 (the exporter connects), "
                          f"got {value[:80]!r}")
     return transport, address
-
-
-def parse_uuid_list(text: str) -> list[str]:
-    """Split a GPU UUID list (commas, whitespace, newlines; ``#`` starts a comment) into UUIDs.
-
-    Returns:
-        The UUIDs in order, duplicates removed.
-
-    Raises:
-        ValueError: an item does not start with ``GPU-`` or ``MIG-`` (the form NVML and nvidia-smi print).
-    """
-    out: list[str] = []
-    for line in text.splitlines():
-        for item in line.split("#", 1)[0].replace(",", " ").split():
-            if not item.startswith(("GPU-", "MIG-")) or len(item) < 8:
-                raise ValueError(f"GPU UUIDs look like GPU-xxxxxxxx-... or MIG-...; got {item!r}")
-            if item not in out:
-                out.append(item)
-    return out
 
 
 class ConfigSettings(BaseModel):

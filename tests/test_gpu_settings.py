@@ -7,7 +7,8 @@ import re
 import pytest
 
 from exporter.cli import main
-from exporter.settings import SettingsError, load_settings, parse_uuid_list
+from exporter.settings import SettingsError, load_settings
+from exporter.sources.gpu.devices import parse_uuid_list
 
 
 def test_defaults_and_flags(monkeypatch):

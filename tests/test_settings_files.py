@@ -21,7 +21,8 @@ from test_e2e import command
 from conftest import CORPUS, value
 from exporter.sources.gpu import GpuPoller
 from exporter.limits import UUIDS_FILE_MAX_BYTES
-from exporter.settings import load_settings, read_small_file
+from exporter.files import read_small_file
+from exporter.settings import load_settings
 
 A = "GPU-aaaaaaaa-0000-0000-0000-000000000001"
 TIMEOUT = 30
@@ -131,7 +132,7 @@ def test_gpu_uuids_file_that_is_not_a_small_regular_file_selects_no_gpu(kind, fi
         path = kind
     nv = FakeNvml([FakeGpu(A)])
     poller = GpuPoller(lambda: nv, xid_events=False, uuids_file=path)
-    with caplog.at_level(logging.WARNING, logger="exporter.sources.gpu.poller"):
+    with caplog.at_level(logging.WARNING, logger="exporter.sources.gpu.devices"):
         _cycle_with_deadline(poller)
     assert poller.status().up
     assert nv.count("nvmlDeviceGetMemoryInfo", A) == 0 and nv.count("nvmlDeviceGetMemoryInfo_v2", A) == 0
