@@ -40,9 +40,9 @@ def build_registry(store: SchedulerStore, log_source: LogSource, idle_after: flo
     all guarded.
 
     The ``collector`` label of ``sglang_exporter_collector_success`` names them: ``scheduler``,
-    ``log``, ``gpu``, ``fpm``. The collectors do not describe their families yet, so the registry is
-    told to collect them for a restricted scrape too (``/metrics?name[]=...``): the filter then keeps
-    the samples named.
+    ``log``, ``gpu``, ``fpm``. Every collector describes its families from the metric table, so the
+    registry knows each name: ``/metrics?name[]=...`` answers with the families asked for, and a
+    family that two collectors claim fails here, at start-up.
     """
     collectors: list[tuple[str, Collector]] = [
         ("scheduler", SchedulerCollector(store, idle_after)),
@@ -52,7 +52,7 @@ def build_registry(store: SchedulerStore, log_source: LogSource, idle_after: flo
         collectors.append(("gpu", gpu))
     if fpm is not None:
         collectors.append(("fpm", fpm))
-    registry = CollectorRegistry(auto_describe=False, support_collectors_without_names=True)
+    registry = CollectorRegistry(auto_describe=False)
     registry.register(GuardedCollectors(collectors))
     return registry
 

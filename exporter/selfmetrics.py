@@ -12,10 +12,11 @@ import platform
 import time
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector, DuplicateTimeseries
 
 from . import __version__
+from .metrics.families import Compiled, describe, fill
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +33,32 @@ class GuardedCollectors(Collector):
     Args:
         collectors: ``(name, collector)`` pairs.
         clock: Monotonic clock for durations.
+
+    Raises:
+        DuplicateTimeseries: two collectors describe the same family (a registry would refuse
+            them too, were they registered apart).
     """
 
     def __init__(self, collectors: list[tuple[str, Collector]], clock: Callable[[], float] = time.perf_counter):
         self.collectors = collectors
         self.clock = clock
+        self._rows = Compiled("self")
+        seen: set[str] = set()
+        for _, collector in collectors:
+            names = {m.name for m in getattr(collector, "describe", lambda: ())()}
+            if names & seen:
+                raise DuplicateTimeseries(names & seen)
+            seen |= names
+
+    def describe(self) -> Iterator[Metric]:
+        """Every family of the guarded collectors, then the self-metrics' own (no samples)."""
+        for _, collector in self.collectors:
+            yield from getattr(collector, "describe", lambda: ())()
+        yield from describe("self")
 
     def collect(self) -> Iterator[Metric]:
-        success = GaugeMetricFamily("sglang_exporter_collector_success",
-                                    "1 when the named collector succeeded in this scrape.", labels=("collector",))
-        duration = GaugeMetricFamily("sglang_exporter_collector_duration_seconds",
-                                     "Time the named collector took in this scrape.", labels=("collector",))
+        success: dict[str, int] = {}
+        duration: dict[str, float] = {}
         for name, collector in self.collectors:
             start = self.clock()
             try:
@@ -51,13 +67,10 @@ class GuardedCollectors(Collector):
             except Exception:
                 log.exception("collector %s failed", name)
                 families, ok = [], 0
-            duration.add_metric([name], self.clock() - start)
-            success.add_metric([name], ok)
+            duration[name] = self.clock() - start
+            success[name] = ok
             yield from (family for family in families if family.samples)
-        info = GaugeMetricFamily("sglang_exporter_build_info",
-                                 "Build information of the exporter; value 1.",
-                                 labels=("version", "python_version"))
-        info.add_metric([__version__, platform.python_version()], 1)
-        yield info
-        yield success
-        yield duration
+        view = {"build": {(__version__, platform.python_version()): 1}, "success": success, "duration": duration}
+        fams = self._rows.families()
+        fill(fams, self._rows, view)
+        yield from fams.values()

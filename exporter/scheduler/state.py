@@ -32,18 +32,15 @@ from ..events import (
     Retraction,
     ServerArgs,
 )
-from .histogram import Histogram
+from .. import metrics
 from ..limits import DEFAULT_DECODE_LOG_INTERVAL, MAX_REPLICAS, MAX_SCHEDULERS, QUEUE_SAMPLE_MAX_GAP_SECONDS
+from .histogram import Histogram
 
-#: ``sglang_scheduler_batch_size`` buckets: powers of two and halfway points over 1..1024.
-BATCH_SIZE_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
-#: KV-usage ratio buckets, finer near saturation.
-KV_USAGE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1.0)
-#: Tokens per prefill batch (``#new-token``).
-PREFILL_TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
-#: Queue wait in seconds, 1 ms .. 10 min.
-QUEUE_WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-                      30.0, 60.0, 120.0, 300.0, 600.0)
+#: Bucket bounds, declared with their metrics in the metric table.
+BATCH_SIZE_BUCKETS = metrics.get("sglang_scheduler_batch_size").buckets
+KV_USAGE_BUCKETS = metrics.get("sglang_scheduler_kv_usage_observed_ratio").buckets
+PREFILL_TOKEN_BUCKETS = metrics.get("sglang_scheduler_prefill_batch_tokens").buckets
+QUEUE_WAIT_BUCKETS = metrics.get("sglang_scheduler_queue_wait_seconds").buckets
 
 
 @dataclass(slots=True)

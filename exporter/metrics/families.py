@@ -1,0 +1,149 @@
+"""Prometheus families from the metric table: empty ones for ``describe()``, filled ones for ``collect()``.
+
+Every collector builds its families here from its rows of :data:`exporter.metrics.TABLE` and fills
+them by resolving each row's read path in its own snapshot (:func:`fill`), so that the table decides
+names, types, labels, HELP texts and buckets, and a collector only decides what its snapshot is.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from . import rows
+from .defs import COUNTER, GAUGE, HISTOGRAM, MetricDef
+
+_CLASSES = {COUNTER: CounterMetricFamily, GAUGE: GaugeMetricFamily, HISTOGRAM: HistogramMetricFamily}
+
+
+def family(m: MetricDef) -> Metric:
+    """An empty family for a row (the client library drops a counter's ``_total`` from the family name)."""
+    return _CLASSES[m.type](m.family, m.help, labels=m.labels)
+
+
+def describe(collector: str) -> Iterator[Metric]:
+    """The families of one collector, without samples: what its ``describe()`` yields, so that the
+    registry knows its names (``/metrics?name[]=...``, and duplicate registrations fail)."""
+    return iter([family(m) for m in rows(collector)])
+
+
+class Compiled:
+    """A collector's rows with their read paths split once (a scrape only walks them).
+
+    Args:
+        collector: The collector's name in the table.
+        where: Keep only the rows for which ``where(row)`` is true (all by default).
+
+    Attributes:
+        rows: ``(row, steps)`` pairs, ``steps`` being ``[(label_value_or_None, path_parts), ...]``.
+    """
+
+    def __init__(self, collector: str, where: Callable[[MetricDef], bool] | None = None):
+        self.rows: list[tuple[MetricDef, list[tuple[str | None, tuple[str, ...]]]]] = []
+        for m in rows(collector):
+            if where is not None and not where(m):
+                continue
+            if isinstance(m.read, str):
+                steps = [(None, tuple(m.read.split(".")))]
+            else:
+                steps = [(value, tuple(path.split("."))) for value, path in m.read]
+            self.rows.append((m, steps))
+
+    def families(self) -> dict[str, Metric]:
+        """Fresh empty families, by row name, in table order."""
+        return {m.name: family(m) for m, _ in self.rows}
+
+
+def resolve(obj: Any, parts: Sequence[str], labels: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """``(label values, value)`` pairs found at a read path (see :class:`~exporter.metrics.defs.MetricDef`).
+
+    A step is an attribute or a mapping key; ``*`` iterates a mapping in key order, each key adding
+    label values; a path ending on a mapping gives one pair per key. ``None`` anywhere gives nothing.
+    """
+    out: list[tuple[tuple[str, ...], Any]] = []
+    _walk(obj, parts, 0, labels, out)
+    return out
+
+
+_MAPPINGS = (dict, MappingProxyType)
+
+
+def _walk(obj: Any, parts: Sequence[str], i: int, labels: tuple[str, ...], out: list) -> None:
+    n = len(parts)
+    while i < n:
+        if obj is None:
+            return
+        part = parts[i]
+        if part == "*":
+            for key, value in sorted(obj.items()):
+                _walk(value, parts, i + 1, labels + _key(key), out)
+            return
+        obj = obj.get(part) if isinstance(obj, _MAPPINGS) else getattr(obj, part, None)
+        i += 1
+    if obj is None:
+        return
+    if isinstance(obj, _MAPPINGS):
+        for key, value in sorted(obj.items()):
+            if value is not None:
+                out.append((labels + _key(key), value))
+    else:
+        out.append((labels, obj))
+
+
+def _key(key: Any) -> tuple[str, ...]:
+    return tuple(str(k) for k in key) if type(key) is tuple else (str(key),)
+
+
+def fill(fams: Mapping[str, Metric], compiled: Compiled, obj: Any, prefix: tuple[str, ...] = (),
+         skip: Any = None) -> None:
+    """Add the samples ``obj`` holds for every row, its label values after ``prefix``.
+
+    Args:
+        fams: The families being filled, by row name (:meth:`Compiled.families`).
+        compiled: The collector's rows.
+        obj: The snapshot (or one item of it, e.g. one scheduler).
+        prefix: Leading label values (a scheduler's identity).
+        skip: ``skip(row)`` true leaves that row empty for this ``obj`` (idle schedulers' latest values).
+    """
+    for m, steps in compiled.rows:
+        if skip is not None and skip(m):
+            continue
+        fam = fams[m.name]
+        for value, parts in steps:
+            labels = prefix if value is None else (*prefix, value)
+            if "*" not in parts:  # the common case: one attribute or key after another
+                o = obj
+                for part in parts:
+                    if o is None:
+                        break
+                    o = o.get(part) if isinstance(o, _MAPPINGS) else getattr(o, part, None)
+                if o is None:
+                    continue
+                if not isinstance(o, _MAPPINGS):
+                    add(fam, m, labels, o)
+                    continue
+            out: list = []
+            _walk(obj, parts, 0, labels, out)
+            for labels, v in out:
+                add(fam, m, labels, v)
+
+
+def add(fam: Metric, m: MetricDef, labels: Sequence[str], value: Any) -> None:
+    """One series: a number (a bool is 0/1), or for a histogram an object with ``bounds``,
+    ``cumulative`` (``+Inf`` last) and ``sum``."""
+    if m.type == HISTOGRAM:
+        buckets = [(_le(b), c) for b, c in zip(value.bounds, value.cumulative)]
+        buckets.append(("+Inf", value.cumulative[-1]))
+        fam.add_metric(list(labels), buckets, value.sum)
+    else:
+        fam.add_metric(list(labels), int(value) if value is True or value is False else value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _le(bound: float) -> str:
+    """A bucket bound as the ``le`` label value (``1.0``, ``0.0025``), as the client library writes it."""
+    return repr(float(bound))

@@ -1,0 +1,166 @@
+"""``sglang_scheduler_*``: what each SGLang scheduler did, from the scheduler state.
+
+Read paths are relative to a :class:`~exporter.scheduler.store.SchedulerView`: ``counter.*`` and
+``histogram.*`` are the replica-max counters and histograms of
+:class:`~exporter.scheduler.state.ReplicaCounters`, ``latest.*`` the latest stats line's values
+(withheld once the scheduler has been idle for ``--sglang.idle-after``), ``capacity.*`` the start-up
+capacity line.
+"""
+
+from __future__ import annotations
+
+from .defs import COUNTER, GAUGE, HISTOGRAM, SCHEDULER_LABELS, MetricDef
+
+#: ``sglang_scheduler_batch_size`` buckets: powers of two and halfway points over 1..1024.
+BATCH_SIZE_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+#: KV-usage ratio buckets, finer near saturation.
+KV_USAGE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1.0)
+#: Tokens per prefill batch (``#new-token``).
+PREFILL_TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+#: Queue wait in seconds, 1 ms .. 10 min.
+QUEUE_WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                      30.0, 60.0, 120.0, 300.0, 600.0)
+
+S = SCHEDULER_LABELS
+_RETRACTION_LINES = ("retraction lines: 'KV cache pool is full. Retract requests.' (2025-05-31+), 'Decode out "
+                     "of memory happened.' (2024-08..2025-05), 'decode out of memory happened,' (2024-01..08)")
+
+
+def _m(name, type_, labels, unit, read, source, help_, buckets=()) -> MetricDef:
+    return MetricDef(name, type_, labels, unit, source, help_, "scheduler", read, buckets)
+
+
+ROWS = (
+    _m("sglang_scheduler_batch_size", HISTOGRAM, (*S, "phase"), "requests",
+       (("prefill", "histogram.batch_size_prefill"), ("decode", "histogram.batch_size_decode")),
+       "Prefill batch line #new-seq (#seq in 2024-01); Decode batch line #running-req (one line per "
+       "--decode-log-interval decode steps: a sample)",
+       "Actual batch size: #new-seq of each Prefill batch line (phase=prefill) and #running-req of each "
+       "Decode batch line (phase=decode, sampled every decode-log interval).", BATCH_SIZE_BUCKETS),
+    _m("sglang_scheduler_batches_total", COUNTER, (*S, "phase"), "batches",
+       (("prefill", "counter.prefill_batches"), ("decode", "counter.decode_steps")),
+       "Prefill batch lines; Decode batch lines x decode_log_interval (server_args, 2024-10-30+, else the "
+       "setting): an estimate",
+       "Forward batches: one per Prefill batch line (phase=prefill); decode steps estimated as Decode batch "
+       "lines x decode-log interval (phase=decode)."),
+    _m("sglang_scheduler_retractions_total", COUNTER, S, "events", "counter.retractions", _RETRACTION_LINES,
+       "Retraction events (one per 'KV cache pool is full. Retract requests.' / 'Decode out of memory "
+       "happened' line of the scheduler, counted once across its TP/PP replicas)."),
+    _m("sglang_scheduler_retracted_requests_total", COUNTER, S, "requests", "counter.retracted_requests",
+       "#retracted_reqs of retraction lines",
+       "Requests retracted (sum of #retracted_reqs of retraction lines)."),
+    _m("sglang_scheduler_retract_aborted_requests_total", COUNTER, S, "requests", "counter.retract_aborts",
+       "'retract_decode: aborted last request {rid} due to OOM' (2026-03-12+, WARNING)",
+       "Requests aborted because even alone they did not fit ('retract_decode: aborted last request ... "
+       "due to OOM', 2026-03+)."),
+    _m("sglang_scheduler_retraction_freed_tokens_total", COUNTER, S, "tokens", "counter.retraction_freed_tokens",
+       "#new_tokens_gained of retraction lines (2025-12-24+)",
+       "KV tokens freed by retractions (sum of #new_tokens_gained of retraction lines, 2025-12-24+)."),
+    _m("sglang_scheduler_prefill_computed_tokens_total", COUNTER, S, "tokens", "counter.prefill_computed_tokens",
+       "Prefill batch line #new-token (#new_token in 2024-01)",
+       "Prompt tokens computed by prefill batches, re-prefill of retracted requests included "
+       "(sum of #new-token of Prefill batch lines)."),
+    _m("sglang_scheduler_prefill_cached_tokens_total", COUNTER, S, "tokens", "counter.prefill_cached_tokens",
+       "Prefill batch line #cached-token (#cached_token in 2024-01)",
+       "Prompt tokens served from the radix cache (sum of #cached-token of Prefill batch lines)."),
+    _m("sglang_scheduler_decode_tokens_total", COUNTER, S, "tokens", "counter.decode_tokens",
+       "Decode batch line #running-req and accept len (speculative decoding, 2025-01+), decode_log_interval: "
+       "an estimate",
+       "Estimated decode tokens: per Decode batch line, #running-req x decode-log interval x accept len "
+       "(accept len 1 without speculative decoding)."),
+    _m("sglang_scheduler_admitted_requests_total", COUNTER, S, "requests", "counter.admitted_requests",
+       "Prefill batch line #new-seq and #new-token; chunked_prefill_size of the capacity line or server_args",
+       "Requests admitted from the waiting queue: #new-seq of Prefill batch lines, less the continuing "
+       "request of a chunked prefill (previous batch's #new-token reached chunked_prefill_size)."),
+    _m("sglang_scheduler_queue_request_seconds_total", COUNTER, S, "seconds", "counter.queue_request_seconds",
+       "#queue-req (#remaining_req in 2024-01) of Prefill/Decode batch lines, integrated over the lines' "
+       "timestamps (gaps capped at 60 s)",
+       "Time integral of #queue-req (Prefill/Decode batch lines) in request-seconds; mean queue wait = "
+       "rate(this) / rate(sglang_scheduler_admitted_requests_total) (Little's law)."),
+    _m("sglang_scheduler_recomputed_tokens_total", COUNTER, (*S, "method"), "tokens",
+       (("new_tokens_gained", "counter.recomputed_tokens_gained"), ("estimated", "counter.recomputed_tokens_estimated")),
+       "#new_tokens_gained of retraction lines (2025-12-24+); else #retracted_reqs x #token / #running-req "
+       "of the latest Decode batch line (an estimate)",
+       "Tokens that retracted requests must compute again: #new_tokens_gained of retraction lines "
+       "(method=new_tokens_gained, 2025-12-24+), else #retracted_reqs x (#token / #running-req) of the "
+       "latest Decode batch line (method=estimated)."),
+    _m("sglang_scheduler_kv_usage_observed_ratio", HISTOGRAM, (*S, "phase"), "ratio",
+       (("prefill", "histogram.kv_usage_prefill"), ("decode", "histogram.kv_usage_decode")),
+       "token usage of Prefill/Decode batch lines (hybrid pools 2025-06+, HiSparse gpu 2026-04+)",
+       "KV-cache occupancy observed on each Prefill/Decode batch line (token usage; maximum over "
+       "device pools for hybrid models).", KV_USAGE_BUCKETS),
+    _m("sglang_scheduler_prefill_batch_tokens", HISTOGRAM, S, "tokens", "histogram.prefill_tokens",
+       "Prefill batch line #new-token",
+       "Tokens computed per prefill batch (#new-token of each Prefill batch line).", PREFILL_TOKEN_BUCKETS),
+    _m("sglang_scheduler_queue_wait_seconds", HISTOGRAM, S, "seconds", "histogram.queue_wait",
+       "queue_duration of 'Req Time Stats(...)' (2025-05-12..2026-02) and 'ReqTimeStats(...)' (2026-05-06+) "
+       "lines (--enable-request-time-stats-logging)",
+       "Per-request queue wait: queue_duration of 'Req Time Stats(...)' / 'ReqTimeStats(...)' lines "
+       "(--enable-request-time-stats-logging, 2025-05+).", QUEUE_WAIT_BUCKETS),
+    _m("sglang_scheduler_running_requests", GAUGE, S, "requests", "latest.running_requests",
+       "#running-req of the latest Decode batch (2024-01+) or Prefill batch line",
+       "Running requests: #running-req of the latest Decode batch line (actual decode batch) or Prefill "
+       "batch line (decode batch at schedule time)."),
+    _m("sglang_scheduler_queue_requests", GAUGE, S, "requests", "latest.queue_requests",
+       "#queue-req (#remaining_req in 2024-01) of the latest Prefill/Decode batch line",
+       "Waiting requests: #queue-req of the latest Prefill/Decode batch line."),
+    _m("sglang_scheduler_kv_usage_ratio", GAUGE, S, "ratio", "latest.kv_usage_ratio",
+       "token usage of the latest Prefill/Decode batch line (maximum over full/swa/mamba/gpu pools)",
+       "KV-cache occupancy (token usage, excludes evictable radix cache) of the latest Prefill/Decode "
+       "batch line; for hybrid pools the maximum over the device pools."),
+    _m("sglang_scheduler_kv_used_tokens", GAUGE, S, "tokens", "latest.kv_used_tokens",
+       "#token, #full token (2025-06+) or #gpu token (HiSparse, 2026-04+) of the latest stats line",
+       "KV tokens in use: #token (#full token, #gpu token) of the latest stats line."),
+    _m("sglang_scheduler_pending_tokens", GAUGE, S, "tokens", "latest.pending_tokens",
+       "#pending-token of the latest Prefill batch line (2026-04+)",
+       "Tokens of all waiting requests: #pending-token of the latest Prefill batch line (2026-04+)."),
+    _m("sglang_scheduler_gen_throughput_tokens_per_second", GAUGE, S, "tokens/second", "latest.gen_throughput",
+       "gen throughput (token/s) of the latest Decode batch line",
+       "gen throughput (token/s) of the latest Decode batch line, as computed by SGLang."),
+    _m("sglang_scheduler_input_throughput_tokens_per_second", GAUGE, S, "tokens/second", "latest.input_throughput",
+       "input throughput (token/s) of the latest Prefill batch line",
+       "input throughput (token/s) of the latest Prefill batch line, as computed by SGLang."),
+    _m("sglang_scheduler_spec_accept_length", GAUGE, S, "tokens", "latest.spec_accept_length",
+       "accept len of the latest Decode batch line (speculative decoding, 2025-01+)",
+       "Speculative decoding: accept len (mean committed tokens per request per verify step) of the "
+       "latest Decode batch line."),
+    _m("sglang_scheduler_spec_accept_ratio", GAUGE, S, "ratio", "latest.spec_accept_rate",
+       "accept rate of the latest Decode batch line (2025-10+; semantics changed 2026-04-28)",
+       "Speculative decoding: accept rate of the latest Decode batch line (semantics changed 2026-04-28)."),
+    _m("sglang_scheduler_pd_preallocated_usage_ratio", GAUGE, S, "ratio", "latest.pd_preallocated_usage_ratio",
+       "pre-allocated usage of the latest Decode batch line (PD decode)",
+       "PD decode: pre-allocated usage of the latest Decode batch line."),
+    _m("sglang_scheduler_new_token_ratio", GAUGE, S, "ratio", "latest.new_token_ratio",
+       "#new_token_ratio: a -> b of the latest retraction line (the b)",
+       "Admission reservation factor after the latest retraction (#new_token_ratio: a -> b, the b)."),
+    _m("sglang_scheduler_kv_pool_usage_ratio", GAUGE, (*S, "pool"), "ratio", "latest.kv_pools",
+       "token usage (pool kv), full/swa/mamba token usage (hybrid models, 2025-06+), gpu/cpu (HiSparse, "
+       "2026-04+) of the latest Prefill/Decode batch line",
+       "KV-cache occupancy per pool of the latest stats line: pool=kv (token usage), full, swa, mamba "
+       "(hybrid models), gpu, cpu (HiSparse device and host tiers)."),
+    _m("sglang_scheduler_pd_queue_requests", GAUGE, (*S, "queue"), "requests", "latest.pd_queues",
+       "PD fields of the latest Prefill/Decode batch line (#bootstrap-req, #prealloc-req, "
+       "#unbootstrapped-req, #inflight-req, #transferring-req, #optimistic-req, #transfer-req, #retracted-req)",
+       "PD disaggregation queues of the latest stats line: bootstrap (#bootstrap-req, #prealloc-req, "
+       "#unbootstrapped-req on prefill), inflight (#inflight-req, #transferring-req), optimistic, and "
+       "on decode prealloc (#prealloc-req), transfer (#transfer-req), retracted (#retracted-req)."),
+    _m("sglang_scheduler_max_total_tokens", GAUGE, S, "tokens", "capacity.max_total_num_tokens",
+       "max_total_num_tokens of the start-up capacity line (2024-06+; the [gpu_id=..] form in 2024)",
+       "KV-cache capacity in tokens: max_total_num_tokens of the start-up capacity line."),
+    _m("sglang_scheduler_max_running_requests", GAUGE, S, "requests", "capacity.max_running_requests",
+       "max_running_requests of the start-up capacity line",
+       "Configured ceiling of running requests: max_running_requests of the start-up capacity line."),
+    _m("sglang_scheduler_context_length", GAUGE, S, "tokens", "capacity.context_len",
+       "context_len of the start-up capacity line",
+       "Model context length in tokens: context_len of the start-up capacity line."),
+    _m("sglang_scheduler_chunked_prefill_size", GAUGE, S, "tokens", "capacity.chunked_prefill_size",
+       "chunked_prefill_size of the start-up capacity line",
+       "Chunked-prefill chunk in tokens: chunked_prefill_size of the start-up capacity line."),
+    _m("sglang_scheduler_decode_log_interval", GAUGE, S, "steps", "decode_log_interval",
+       "decode_log_interval of the server_args line (2024-10-30+), else --sglang.decode-log-interval",
+       "Decode steps per Decode batch line in effect: decode_log_interval of the server_args line, "
+       "else --sglang.decode-log-interval."),
+    _m("sglang_scheduler_last_stats_line_timestamp_seconds", GAUGE, S, "seconds", "last_stats_wall",
+       "the exporter's clock when it read the latest Prefill/Decode batch line",
+       "Wall-clock time the exporter read the scheduler's latest Prefill/Decode batch line."),
+)
