@@ -9,30 +9,19 @@ tests/golden/CHECKED.md. Regenerate after a deliberate change with
 
 from __future__ import annotations
 
-import io
 import json
 import os
-from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
 from conftest import CORPUS, corpus_files, samples
+from exporter_support import one_shot
 
-from exporter.cli import main
 
 GOLDEN = Path(__file__).parent / "golden"
 # Samples whose value depends on the machine or the moment, not on the log.
 VOLATILE = ("sglang_exporter_last_line_timestamp_seconds", "sglang_exporter_collector_duration_seconds",
             "sglang_exporter_build_info", "sglang_scheduler_last_stats_line_timestamp_seconds")
-
-
-def one_shot(path: Path) -> str:
-    """Run the real command's main() in one-shot mode and return its stdout."""
-    out = io.StringIO()
-    with redirect_stdout(out):
-        code = main(["--log.path", str(path), "--one-shot"])
-    assert code == 0
-    return out.getvalue()
 
 
 def summarise(text: str) -> dict:

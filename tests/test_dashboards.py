@@ -22,7 +22,7 @@ import subprocess
 import pytest
 import yaml
 from conftest import ROOT
-from test_rules import RULE_FILES, check_references
+from rules_support import RULE_FILES, check_references
 
 from monitoring import dashboards
 from monitoring.config import DEFAULT

@@ -3,83 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
-import sys
-import threading
 import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 
 import pytest
 from conftest import CORPUS, samples, value
-
-DEADLINE = 30.0
-
-
-def command() -> list[str]:
-    """The installed console script next to this interpreter, else ``python -m exporter``."""
-    script = Path(sys.executable).parent / "sglang-exporter"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "exporter"]
-
-
-class Exporter:
-    """A running ``sglang-exporter`` subprocess on a free loopback port."""
-
-    def __init__(self, *args: str):
-        self.proc = subprocess.Popen(
-            [*command(), "--web.listen-address", "127.0.0.1:0", "--log.poll-interval", "0.2", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.stderr_lines: list[str] = []
-        self.port: int | None = None
-        found = threading.Event()
-
-        def pump():
-            for line in self.proc.stderr:
-                self.stderr_lines.append(line)
-                m = re.search(r"serving metrics on http://127\.0\.0\.1:(\d+)/", line)
-                if m:
-                    self.port = int(m.group(1))
-                    found.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not found.wait(DEADLINE):
-            self.proc.kill()
-            raise AssertionError("exporter did not start:\n" + "".join(self.stderr_lines))
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-
-    def metrics(self) -> dict:
-        status, body = self.get("/metrics")
-        assert status == 200
-        return samples(body)
-
-    def wait_for(self, predicate, what: str) -> dict:
-        """Scrape until ``predicate(samples)`` holds, or fail at the deadline."""
-        end = time.monotonic() + DEADLINE
-        while True:
-            m = self.metrics()
-            if predicate(m):
-                return m
-            if time.monotonic() > end:
-                raise AssertionError(f"timed out waiting for {what}; last scrape: {m}")
-            time.sleep(0.05)
-
-    def terminate(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(DEADLINE)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-
+from exporter_support import DEADLINE, Exporter, command
 
 @pytest.fixture
 def log_file(tmp_path):

@@ -7,8 +7,7 @@ import subprocess
 
 import pytest
 from conftest import CORPUS, samples, value
-from test_corpus_golden import one_shot
-from test_e2e import Exporter
+from exporter_support import Exporter, one_shot
 
 
 def _nvml_loadable() -> bool:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from conftest import ROOT, corpus_files
 from prometheus_client.parser import text_string_to_metric_families
-from test_corpus_golden import one_shot
-from test_e2e import Exporter
+from exporter_support import Exporter, one_shot
 
 ROW = re.compile(r"^\| `(sglang_[a-z0-9_]+)` \| (counter|gauge|histogram|summary|info) \|")
 

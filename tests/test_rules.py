@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 import subprocess
 import sys
@@ -24,134 +23,16 @@ import sys
 import pytest
 import yaml
 import native_metrics
-from conftest import CORPUS, ROOT, corpus_files
+from conftest import CORPUS, ROOT
+from rules_support import MATCHER, NATIVE, RULE_FILES, RULES_DIR, check_references, exporter_samples
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(ROOT))  # monitoring/ builds files and is not installed with the package
 import monitoring  # noqa: E402
 from monitoring.config import DEFAULT  # noqa: E402
 
-RULES_DIR = ROOT / "deploy" / "prometheus"
-RULE_FILES = sorted(RULES_DIR.glob("sglang-*.yml"))
 TEST_FILES = sorted((RULES_DIR / "tests").glob("*.test.yml"))
 RUNBOOK = ROOT / "docs" / "runbook.md"
-
-#: Labels Prometheus or the scrape configuration adds; the exporter never emits them.
-TARGET_LABELS = {"job", "instance", "namespace", "pod", "container", "sglang_group", "quantile"}
-_METRIC = re.compile(r"(?<![\w:])((?:sglang_(?:scheduler|exporter|gpu)_)\w+|sglang:\w+)(?![\w:])(\s*\{([^}]*)\})?")
-_MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
-
-
-# ------------------------------------------------------------------------------- shared helpers
-
-
-@functools.cache
-def exporter_samples() -> dict[str, list[dict[str, str]]]:
-    """``{sample_name: [labels, ...]}`` of the real command's output: scheduler/exporter metrics from
-    ``--one-shot`` over every corpus log, GPU metrics from the GPU collector on the fake NVML, the
-    per-forward-pass metrics from the FPM collector on decoded SGLang messages."""
-    paths = ",".join(str(p) for p in corpus_files())
-    out = subprocess.run(
-        [sys.executable, "-m", "exporter", "--log.path", paths, "--one-shot"],
-        capture_output=True, text=True, timeout=120, check=True, cwd=ROOT,
-    ).stdout
-    found: dict[str, list[dict[str, str]]] = {}
-    for text in (out, gpu_exposition(), fpm_exposition()):
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                found.setdefault(s.name, []).append(dict(s.labels))
-    return found
-
-
-def gpu_exposition() -> str:
-    """The real GPU collector's exposition text, polled from the fake NVML backend (tests/gpu_fake.py):
-    two healthy GPUs (one power-capped) with an XID event counted, plus a poller whose library is
-    missing, so that the init-error and NVML-error series exist too."""
-    from gpu_fake import FakeGpu, FakeNvml
-    from prometheus_client import CollectorRegistry, generate_latest
-
-    from exporter.sources.gpu.collector import GpuCollector
-    from exporter.sources.gpu.nvml import load_pynvml
-    from exporter.sources.gpu.poller import GpuPoller
-
-    a, b = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
-    nv = FakeNvml([FakeGpu(a), FakeGpu(b, name="NVIDIA H200", reasons=0)])
-    healthy = GpuPoller(lambda: nv, xid_events=False)
-    missing = GpuPoller(lambda: load_pynvml("/nonexistent/libnvidia-ml.so.1"), xid_events=False)
-    texts = []
-    try:
-        for poller in (healthy, missing):
-            poller.run_cycle()
-        healthy.xids[("0", a, "79")] = 1  # as the XID thread records an event (tests/test_gpu_poller.py)
-        for poller in (healthy, missing):
-            registry = CollectorRegistry(auto_describe=False)
-            registry.register(GpuCollector(poller))
-            texts.append(generate_latest(registry).decode())
-    finally:
-        for poller in (healthy, missing):
-            poller.stop(timeout=5)
-    assert nv.unmodeled == [], nv.unmodeled
-    return "".join(texts)
-
-
-def fpm_exposition() -> str:
-    """The real FPM collector's exposition text after SGLang messages of every pass mode (prefill,
-    decode, mixed, idle) from two DP ranks, decoded as the subscriber decodes them
-    (tests/fpm_publisher.py builds them from SGLang's structs)."""
-    from fpm_publisher import encode, forward_pass
-    from prometheus_client import CollectorRegistry, generate_latest
-
-    from exporter.sources.fpm.collector import FpmCollector
-    from exporter.sources.fpm.decode import decode_frames
-    from exporter.sources.fpm.stats import FpmStats
-
-    stats = FpmStats(["ipc:///tmp/sglang-fpm.0"])
-    passes = [forward_pass(dp, prefill=p, decode=d) for dp in (0, 1) for p, d in ((2, 0), (0, 8), (1, 7), (0, 0))]
-    stats.apply(0, [decode_frames([b"", seq.to_bytes(8, "big"), encode(m)]) for seq, m in enumerate(passes)])
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(FpmCollector(stats))
-    return generate_latest(registry).decode()
-
-
-_NATIVE = re.compile(r'\{__name__=~"sglang\[:_\](\w+)"(?:,\s*([^}]*))?\}')
-
-
-def references(expr: str) -> list[tuple[str, list[tuple[str, str, str]]]]:
-    """Metric names an expression reads (recording-rule names with ':' excluded), with matchers; SGLang's
-    own names read in both spellings (``{__name__=~"sglang[:_]x"}``) as ``sglang:x``."""
-    refs = []
-    for m in _NATIVE.finditer(expr):
-        refs.append((f"sglang:{m.group(1)}", _MATCHER.findall(m.group(2) or "")))
-    for m in _METRIC.finditer(_NATIVE.sub("", expr)):
-        matchers = _MATCHER.findall(m.group(3) or "")
-        refs.append((m.group(1), matchers))
-    return refs
-
-
-def known_samples() -> dict[str, list[dict[str, str]]]:
-    """What the rules and panels may read: the exporter's real output and SGLang's own series of the
-    modelled releases."""
-    return {**exporter_samples(), **native_metrics.samples()}
-
-
-def check_references(where: str, expr: str) -> list[str]:
-    """Problems with the metric names and fixed label values an expression uses (empty when fine)."""
-    known = known_samples()
-    problems = []
-    for name, matchers in references(expr):
-        if name not in known:
-            whose = "SGLang's modelled /metrics" if name.startswith("sglang:") else "the exporter's output"
-            problems.append(f"{where}: {name} is not in {whose}")
-            continue
-        for label, op, val in matchers:
-            if label in TARGET_LABELS or op in ("!=", "!~") or "$" in val:
-                continue
-            values = {labels.get(label) for labels in known[name]}
-            pattern = re.compile(val if op == "=~" else re.escape(val))
-            if not any(v is not None and pattern.fullmatch(v) for v in values):
-                problems.append(f"{where}: {name}{{{label}{op}{val!r}}} matches nothing (values: {sorted(v for v in values if v)})")
-    return problems
-
 
 # ------------------------------------------------------------------------------- the rule files
 
@@ -193,7 +74,7 @@ def test_the_group_idiom_is_written_once():
     native_reads = 0
     for _, group, rule in _rules():
         if group == "sglang-scheduler.rules":
-            reads = len(_NATIVE.findall(rule["expr"]))
+            reads = len(NATIVE.findall(rule["expr"]))
             assert rule["expr"].count('"dp_rank", "0", "dp_rank", "")') == reads, rule["record"]
             native_reads += reads
     assert native_reads > 20
@@ -358,7 +239,7 @@ def test_native_series_of_the_promtool_tests_have_real_label_shapes():
                 m = _SERIES.match(series["series"])
                 if not m:
                     continue
-                keys = frozenset(k for k, _, _ in _MATCHER.findall(m.group(2))) - _SCRAPE
+                keys = frozenset(k for k, _, _ in MATCHER.findall(m.group(2))) - _SCRAPE
                 name = f"sglang:{m.group(1)}"
                 assert (name, keys) in shapes, (path.name, case["name"], name, sorted(keys))
                 seen += 1
@@ -375,7 +256,7 @@ def test_sidecar_series_of_the_promtool_tests_have_real_label_shapes():
             for series in case.get("input_series", []):
                 m = re.match(r"^(sglang_scheduler_\w+)\{(.*)\}$", series["series"])
                 if m:
-                    keys = frozenset(k for k, _, _ in _MATCHER.findall(m.group(2))) - _SCRAPE
+                    keys = frozenset(k for k, _, _ in MATCHER.findall(m.group(2))) - _SCRAPE
                     assert (m.group(1), keys) in shapes, (path.name, case["name"], m.group(1), sorted(keys))
                     seen += 1
     assert seen > 50

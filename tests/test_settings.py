@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from test_e2e import command
+from exporter_support import command
 
 from exporter.cli import main
 from exporter.settings import load_settings, parse_listen_address

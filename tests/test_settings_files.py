@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from gpu_fake import FakeGpu, FakeNvml
-from test_e2e import command
+from exporter_support import command
 
 from conftest import CORPUS, value
 from exporter.sources.gpu import GpuPoller

@@ -8,7 +8,7 @@ import os
 
 from conftest import value
 from tail_support import Harness, append, decode_block
-from test_e2e import Exporter
+from exporter_support import Exporter
 
 from exporter.settings import load_settings
 

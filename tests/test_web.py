@@ -138,7 +138,7 @@ def _start_on(address: str, *args: str) -> tuple[subprocess.Popen, str]:
     import re
     import threading
 
-    from test_e2e import command
+    from exporter_support import command
 
     proc = subprocess.Popen([*command(), "--web.listen-address", address, "--gpu.enabled", "false", *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

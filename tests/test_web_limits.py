@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from test_e2e import Exporter
+from exporter_support import Exporter
 
 from conftest import CORPUS, value
 from exporter.web import Limits

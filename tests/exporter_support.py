@@ -1,0 +1,124 @@
+"""Running the real command in tests: a live ``sglang-exporter`` on a loopback port, one-shot mode in
+process, and the real GPU collector over the fake NVML backend (tests/gpu_fake.py)."""
+
+from __future__ import annotations
+
+import io
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from contextlib import redirect_stdout
+from pathlib import Path
+
+from conftest import samples
+
+from exporter.cli import main
+
+DEADLINE = 30.0
+
+
+def command() -> list[str]:
+    """The installed console script next to this interpreter, else ``python -m exporter``."""
+    script = Path(sys.executable).parent / "sglang-exporter"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "exporter"]
+
+
+class Exporter:
+    """A running ``sglang-exporter`` subprocess on a free loopback port."""
+
+    def __init__(self, *args: str):
+        self.proc = subprocess.Popen(
+            [*command(), "--web.listen-address", "127.0.0.1:0", "--log.poll-interval", "0.2", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.stderr_lines: list[str] = []
+        self.port: int | None = None
+        found = threading.Event()
+
+        def pump():
+            for line in self.proc.stderr:
+                self.stderr_lines.append(line)
+                m = re.search(r"serving metrics on http://127\.0\.0\.1:(\d+)/", line)
+                if m:
+                    self.port = int(m.group(1))
+                    found.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not found.wait(DEADLINE):
+            self.proc.kill()
+            raise AssertionError("exporter did not start:\n" + "".join(self.stderr_lines))
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def metrics(self) -> dict:
+        status, body = self.get("/metrics")
+        assert status == 200
+        return samples(body)
+
+    def wait_for(self, predicate, what: str) -> dict:
+        """Scrape until ``predicate(samples)`` holds, or fail at the deadline."""
+        end = time.monotonic() + DEADLINE
+        while True:
+            m = self.metrics()
+            if predicate(m):
+                return m
+            if time.monotonic() > end:
+                raise AssertionError(f"timed out waiting for {what}; last scrape: {m}")
+            time.sleep(0.05)
+
+    def terminate(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(DEADLINE)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
+def one_shot(path: Path) -> str:
+    """Run the real command's main() in one-shot mode and return its stdout."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(["--log.path", str(path), "--one-shot"])
+    assert code == 0
+    return out.getvalue()
+
+
+def gpu_exposition() -> str:
+    """The real GPU collector's exposition text, polled from the fake NVML backend (tests/gpu_fake.py):
+    two healthy GPUs (one power-capped) with an XID event counted, plus a poller whose library is
+    missing, so that the init-error and NVML-error series exist too."""
+    from gpu_fake import FakeGpu, FakeNvml
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from exporter.sources.gpu.collector import GpuCollector
+    from exporter.sources.gpu.nvml import load_pynvml
+    from exporter.sources.gpu.poller import GpuPoller
+
+    a, b = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
+    nv = FakeNvml([FakeGpu(a), FakeGpu(b, name="NVIDIA H200", reasons=0)])
+    healthy = GpuPoller(lambda: nv, xid_events=False)
+    missing = GpuPoller(lambda: load_pynvml("/nonexistent/libnvidia-ml.so.1"), xid_events=False)
+    texts = []
+    try:
+        for poller in (healthy, missing):
+            poller.run_cycle()
+        healthy.xids[("0", a, "79")] = 1  # as the XID thread records an event (tests/test_gpu_poller.py)
+        for poller in (healthy, missing):
+            registry = CollectorRegistry(auto_describe=False)
+            registry.register(GpuCollector(poller))
+            texts.append(generate_latest(registry).decode())
+    finally:
+        for poller in (healthy, missing):
+            poller.stop(timeout=5)
+    assert nv.unmodeled == [], nv.unmodeled
+    return "".join(texts)
