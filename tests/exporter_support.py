@@ -95,9 +95,11 @@ def one_shot(path: Path) -> str:
 
 def gpu_exposition() -> str:
     """The real GPU collector's exposition text, polled from the fake NVML backend (tests/gpu_fake.py):
-    two healthy GPUs (one power-capped) with an XID event counted, plus a poller whose library is
-    missing, so that the init-error and NVML-error series exist too."""
-    from gpu_fake import FakeGpu, FakeNvml
+    two healthy GPUs (one power-capped) and a third in MIG mode with one MIG device, an XID event
+    counted, plus a poller whose library is missing, so that the init-error and NVML-error series
+    exist too."""
+    import pynvml
+    from gpu_fake import FakeGpu, FakeMig, FakeNvml
     from prometheus_client import CollectorRegistry, generate_latest
 
     from exporter.sources.gpu.collector import GpuCollector
@@ -105,7 +107,9 @@ def gpu_exposition() -> str:
     from exporter.sources.gpu.poller import GpuPoller
 
     a, b = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
-    nv = FakeNvml([FakeGpu(a), FakeGpu(b, name="NVIDIA H200", reasons=0)])
+    c, mig = "GPU-cccccccc-0000-0000-0000-000000000003", "MIG-dddddddd-0000-0000-0000-000000000004"
+    nv = FakeNvml([FakeGpu(a), FakeGpu(b, name="NVIDIA H200", reasons=0),
+                   FakeGpu(c, mig_mode=pynvml.NVML_DEVICE_MIG_ENABLE, migs=[FakeMig(mig, 0, 1, 0)])])
     healthy = GpuPoller(lambda: nv, xid_events=False)
     missing = GpuPoller(lambda: load_pynvml("/nonexistent/libnvidia-ml.so.1"), xid_events=False)
     texts = []
