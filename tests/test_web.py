@@ -3,7 +3,6 @@ UTF-8, and the real command on IPv6 with gzip, OpenMetrics and the name[] filter
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import time
@@ -13,7 +12,6 @@ import urllib.request
 import pytest
 
 from conftest import CORPUS, samples, value
-from prometheus_client import generate_latest
 
 from exporter.cli import build_registry
 from exporter.scheduler.state import SchedulerStates
@@ -69,22 +67,6 @@ def test_a_client_that_never_finishes_its_request_is_disconnected():
             assert r.status == 200
     finally:
         server.stop()
-
-
-def test_a_file_name_that_is_not_utf8_does_not_break_metrics(tmp_path, promtool):
-    bad = os.fsdecode(os.path.join(os.fsencode(str(tmp_path)), b"evil\xff.log"))
-    with open(bad, "w", encoding="utf-8") as f:
-        f.write((CORPUS / "007-decode-oom-retract-tp16.log").read_text(encoding="utf-8"))
-    store = SchedulerStore(SchedulerStates())
-    log_source = LogSource([str(tmp_path / "*.log")], store, from_beginning=True)
-    for source in log_source.tailers:
-        source.poll()
-    text = generate_latest(build_registry(store, log_source, None)).decode()
-    m = samples(text)
-    assert value(m, "sglang_exporter_log_file_opens_total", path=str(tmp_path / "evil\\xff.log")) == 1
-    assert value(m, "sglang_scheduler_retractions_total", dp_rank="0") == 2
-    lint = subprocess.run([promtool, "check", "metrics"], input=text, text=True, capture_output=True, timeout=60)
-    assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
 def test_head_is_get_without_a_body():

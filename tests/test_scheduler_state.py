@@ -1,37 +1,11 @@
-"""Scheduler state and collectors: the counting rule and each derivation, on real line shapes."""
+"""Scheduler state (exporter/scheduler/state.py): the counting rule and each derivation, on real line shapes."""
 
 from __future__ import annotations
 
-from conftest import samples, value
-from prometheus_client import CollectorRegistry, generate_latest
+from conftest import value
+from scheduler_support import DECODE, PREFILL, RETRACT, feed, scrape
 
-from exporter.cli import build_registry
-from exporter.scheduler.collector import SchedulerCollector
-from exporter.selfmetrics import GuardedCollectors
-from exporter.sources.log.ingest import Ingest
-from exporter.sources.log.source import LogSource
-from exporter.scheduler.state import QUEUE_SAMPLE_MAX_GAP_SECONDS, SchedulerStates
-from exporter.scheduler.store import SchedulerStore
-
-RETRACT = ("[2025-03-07 21:49:{s:02d} TP{tp}] Decode out of memory happened. #retracted_reqs: {n}, "
-           "#new_token_ratio: 0.1474 -> 0.1845")
-DECODE = ("[2026-09-13 16:06:{s:02d}{tags}] Decode batch, #running-req: {r}, #token: {t}, token usage: 0.81, "
-          "cuda graph: False, gen throughput (token/s): 2661.81, #queue-req: {q}")
-PREFILL = ("[2026-09-13 16:06:{s:02d}{tags}] Prefill batch, #new-seq: {n}, #new-token: {t}, #cached-token: 0, "
-           "token usage: 0.5, #running-req: 1, #queue-req: {q}, #pending-token: 0, cuda graph: True, "
-           "input throughput (token/s): 1.0")
-
-
-def scrape(ingest: Ingest, idle_after=None, clock=None) -> dict:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(SchedulerCollector(ingest.store, idle_after, clock or (lambda: 0.0)))
-    return samples(generate_latest(registry).decode())
-
-
-def feed(lines, interval=40, clock=lambda: 1000.0) -> Ingest:
-    p = Ingest(SchedulerStore(SchedulerStates(interval, clock=clock)), clock=clock)
-    p.feed(lines)
-    return p
+from exporter.scheduler.state import QUEUE_SAMPLE_MAX_GAP_SECONDS
 
 
 def test_retraction_printed_by_every_tp_rank_counts_once():
@@ -145,77 +119,3 @@ def test_capacity_of_dp0_applies_to_every_dp_rank():
     m = scrape(feed([cap, DECODE.format(s=0, tags=" DP3 TP3", r=1, t=1, q=0)]))
     assert value(m, "sglang_scheduler_max_total_tokens", dp_rank="3") == 1005629
     assert value(m, "sglang_scheduler_max_running_requests", dp_rank="3") == 3929
-
-
-def test_latest_line_gauges_disappear_when_idle_counters_stay():
-    now = [1000.0]
-    p = feed([DECODE.format(s=0, tags="", r=7, t=10, q=2)], clock=lambda: now[0])
-    fresh = scrape(p, idle_after=60, clock=lambda: now[0])
-    assert value(fresh, "sglang_scheduler_running_requests", dp_rank="0") == 7
-    now[0] += 61
-    stale = scrape(p, idle_after=60, clock=lambda: now[0])
-    assert value(stale, "sglang_scheduler_running_requests", dp_rank="0") is None
-    assert value(stale, "sglang_scheduler_kv_usage_ratio", dp_rank="0") is None
-    assert value(stale, "sglang_scheduler_batches_total", dp_rank="0", phase="decode") == 40
-
-
-def test_malformed_lines_are_counted_and_not_applied():
-    p = feed(["[2026-05-28 02:59:59 TP0] Decode batch, #running-req: 45, #token: 44672, token usaccept rate: 0.32, "
-              "npu graph: False, gen throughput (token/s): 863.65, #queue-req",
-              "hello"])
-    assert p.stats.lines[("decode", "malformed")] == 1
-    assert p.stats.lines[("other", "ignored")] == 1
-    assert p.store.states.schedulers == {}
-
-
-def test_a_failing_collector_does_not_fail_the_scrape():
-    class Broken:
-        def collect(self):
-            raise RuntimeError("boom")
-
-    p = feed([DECODE.format(s=0, tags="", r=7, t=10, q=2)])
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(GuardedCollectors([("broken", Broken()), ("scheduler", SchedulerCollector(p.store, None))]))
-    m = samples(generate_latest(registry).decode())
-    assert value(m, "sglang_exporter_collector_success", collector="broken") == 0
-    assert value(m, "sglang_exporter_collector_success", collector="scheduler") == 1
-    assert value(m, "sglang_scheduler_running_requests", dp_rank="0") == 7
-
-
-def test_full_registry_exposition_lints_clean(promtool):
-    import subprocess
-
-    from conftest import CORPUS
-
-    store = SchedulerStore(SchedulerStates())
-    p = Ingest(store)
-    for name in ("008-retraction-storm-tokens-gained-uvicorn.log", "024-dp-attention-mtp-dp-tp-tags.log",
-                 "010-pd-prefill-node0-mooncake-transfer-fail.log", "019-npu-mamba-usage-full-token-prefill-burst.log"):
-        p.feed((CORPUS / name).read_text(encoding="utf-8").splitlines())
-    text = generate_latest(build_registry(store, LogSource([], store), None))
-    result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=60)
-    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
-
-
-def test_garbage_rank_tags_cannot_grow_series_without_bound():
-    from exporter.scheduler.state import MAX_SCHEDULERS
-
-    lines = [DECODE.format(s=0, tags=f" DP{dp} TP0", r=1, t=1, q=0) for dp in range(MAX_SCHEDULERS + 50)]
-    p = feed(lines)
-    assert len(p.store.states.schedulers) == MAX_SCHEDULERS
-    assert p.stats.lines[("decode", "parsed")] == MAX_SCHEDULERS
-    assert p.stats.lines[("decode", "malformed")] == 50
-    # Known schedulers keep counting.
-    p.feed([DECODE.format(s=1, tags=" DP0 TP0", r=1, t=1, q=0)])
-    assert p.stats.lines[("decode", "parsed")] == MAX_SCHEDULERS + 1
-
-
-def test_an_event_that_cannot_be_applied_is_counted_and_loses_nothing_else(monkeypatch):
-    p = feed([])
-    real = p.store.states._prefill
-    monkeypatch.setattr(p.store.states, "_prefill",
-                        lambda ev, wall: (_ for _ in ()).throw(OverflowError) if ev.new_token == 7 else real(ev, wall))
-    p.feed([PREFILL.format(s=0, tags="", n=1, t=5, q=0), PREFILL.format(s=1, tags="", n=1, t=7, q=0),
-            PREFILL.format(s=2, tags="", n=1, t=9, q=0)])
-    assert p.stats.lines[("prefill", "parsed")] == 2 and p.stats.lines[("prefill", "malformed")] == 1
-    assert p.store.states.schedulers["0"].replicas[""].prefill_computed_tokens == 14

@@ -1,0 +1,74 @@
+"""The one interface into the scheduler state (exporter/scheduler/store.py): apply and snapshot."""
+
+from __future__ import annotations
+
+import threading
+
+from scheduler_support import DECODE, PREFILL, RETRACT
+
+from exporter.events import Capacity, Origin
+from exporter.limits import MAX_SCHEDULERS
+from exporter.scheduler.state import SchedulerStates
+from exporter.scheduler.store import SchedulerStore
+from exporter.sources.log.parser import parse_line
+
+
+def events(lines):
+    return [parse_line(line) for line in lines]
+
+
+def test_apply_returns_only_the_events_it_could_not_apply():
+    store = SchedulerStore(SchedulerStates(40))
+    many = events([DECODE.format(s=0, tags=f" DP{dp} TP0", r=1, t=1, q=0) for dp in range(MAX_SCHEDULERS + 3)])
+    rejected = store.apply(many, wall=1.0)
+    assert rejected == many[MAX_SCHEDULERS:]
+    assert store.apply(events([RETRACT.format(s=1, tp=0, n=2)]), wall=2.0) == []
+
+
+def test_an_event_that_raises_is_rejected_and_the_rest_applied(monkeypatch):
+    store = SchedulerStore(SchedulerStates(40))
+    real = store.states.apply
+    monkeypatch.setattr(store.states, "apply",
+                        lambda ev, wall=None: (_ for _ in ()).throw(ValueError) if ev.new_token == 7 else real(ev, wall))
+    batch = events([PREFILL.format(s=i, tags="", n=1, t=t, q=0) for i, t in enumerate((5, 7, 9))])
+    assert store.apply(batch, wall=1.0) == [batch[1]]
+    assert store.snapshot().schedulers[0].counter["prefill_computed_tokens"] == 14
+
+
+def test_a_snapshot_is_a_copy_ordered_by_rank_with_the_effective_capacity():
+    store = SchedulerStore(SchedulerStates(40))
+    store.apply([Capacity(Origin("0"), 1000, max_running_requests=8)], wall=0.0)
+    store.apply(events([DECODE.format(s=0, tags=f" DP{dp} TP0", r=dp + 1, t=10, q=0) for dp in (10, 2)]), wall=5.0)
+    snap = store.snapshot()
+    assert [s.identity for s in snap.schedulers] == [("0",), ("2",), ("10",)]
+    dp2 = snap.schedulers[1]
+    assert dp2.capacity.max_total_num_tokens == 1000  # DP0's capacity line stands for every rank
+    assert (dp2.latest["running_requests"], dp2.counter["decode_steps"], dp2.last_stats_wall) == (3, 40, 5.0)
+    assert dp2.histogram["batch_size_decode"].cumulative[-1] == 1
+    store.apply(events([DECODE.format(s=1, tags=" DP2 TP0", r=9, t=10, q=0)]), wall=6.0)
+    assert (dp2.latest["running_requests"], dp2.counter["decode_steps"]) == (3, 40)  # unchanged copy
+    assert store.snapshot().schedulers[1].latest["running_requests"] == 9
+    only_capacity = snap.schedulers[0]  # DP0 printed nothing but its capacity line
+    assert only_capacity.histogram["batch_size_decode"].cumulative == (0,)
+
+
+def test_snapshots_and_applies_from_many_threads_never_see_half_a_batch():
+    """Counters are applied a batch at a time under the lock: prefill batches and computed tokens of
+    one scheduler move together (each batch here adds 2 batches and 10 tokens)."""
+    store = SchedulerStore(SchedulerStates(40))
+    batch = events([PREFILL.format(s=0, tags="", n=1, t=5, q=0)] * 2)
+    stop = threading.Event()
+    seen = []
+
+    def reader():
+        while not stop.is_set():
+            for s in store.snapshot().schedulers:
+                seen.append((s.counter["prefill_batches"], s.counter["prefill_computed_tokens"]))
+
+    t = threading.Thread(target=reader)
+    t.start()
+    for _ in range(2000):
+        store.apply(batch, wall=1.0)
+    stop.set()
+    t.join()
+    assert seen and all(batches % 2 == 0 and tokens == 5 * batches for batches, tokens in seen)
