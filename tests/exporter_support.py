@@ -93,30 +93,45 @@ def one_shot(path: Path) -> str:
     return out.getvalue()
 
 
-def gpu_exposition() -> str:
-    """The real GPU collector's exposition text, polled from the fake NVML backend (tests/gpu_fake.py):
-    two healthy GPUs (one power-capped) and a third in MIG mode with one MIG device, an XID event
-    counted, plus a poller whose library is missing, so that the init-error and NVML-error series
-    exist too."""
+A_UUID, B_UUID = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
+C_UUID, MIG_UUID = "GPU-cccccccc-0000-0000-0000-000000000003", "MIG-dddddddd-0000-0000-0000-000000000004"
+
+
+def fake_gpu_poller():
+    """A real :class:`GpuPoller` after one cycle over the fake NVML backend (tests/gpu_fake.py): two
+    healthy GPUs (one power-capped), a third in MIG mode with one MIG device, and one XID event
+    counted as the XID thread records it. Stop it with ``poller.stop()``.
+
+    Returns:
+        ``(poller, fake)``.
+    """
     import pynvml
     from gpu_fake import FakeGpu, FakeMig, FakeNvml
+
+    from exporter.sources.gpu.poller import GpuPoller
+
+    nv = FakeNvml([FakeGpu(A_UUID), FakeGpu(B_UUID, name="NVIDIA H200", reasons=0),
+                   FakeGpu(C_UUID, mig_mode=pynvml.NVML_DEVICE_MIG_ENABLE, migs=[FakeMig(MIG_UUID, 0, 1, 0)])])
+    poller = GpuPoller(lambda: nv, xid_events=False)
+    poller.run_cycle()
+    poller.xids[("0", A_UUID, "79")] = 1  # as the XID thread records an event (tests/test_gpu_poller.py)
+    return poller, nv
+
+
+def gpu_exposition() -> str:
+    """The real GPU collector's exposition text: :func:`fake_gpu_poller`, plus a poller whose library is
+    missing, so that the init-error and NVML-error series exist too."""
     from prometheus_client import CollectorRegistry, generate_latest
 
     from exporter.sources.gpu.collector import GpuCollector
     from exporter.sources.gpu.nvml import load_pynvml
     from exporter.sources.gpu.poller import GpuPoller
 
-    a, b = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"
-    c, mig = "GPU-cccccccc-0000-0000-0000-000000000003", "MIG-dddddddd-0000-0000-0000-000000000004"
-    nv = FakeNvml([FakeGpu(a), FakeGpu(b, name="NVIDIA H200", reasons=0),
-                   FakeGpu(c, mig_mode=pynvml.NVML_DEVICE_MIG_ENABLE, migs=[FakeMig(mig, 0, 1, 0)])])
-    healthy = GpuPoller(lambda: nv, xid_events=False)
+    healthy, nv = fake_gpu_poller()
     missing = GpuPoller(lambda: load_pynvml("/nonexistent/libnvidia-ml.so.1"), xid_events=False)
     texts = []
     try:
-        for poller in (healthy, missing):
-            poller.run_cycle()
-        healthy.xids[("0", a, "79")] = 1  # as the XID thread records an event (tests/test_gpu_poller.py)
+        missing.run_cycle()
         for poller in (healthy, missing):
             registry = CollectorRegistry(auto_describe=False)
             registry.register(GpuCollector(poller))
