@@ -1,8 +1,8 @@
 """Typed events that the parser produces from SGLang scheduler log lines.
 
 Every event carries a :class:`Origin` (who printed the line and when) plus the fields of its
-line kind, already normalised across SGLang eras (see ``../shared/notes/sglang-log-format.md``
-and the README's metric table). Units: token counts are tokens, ratios are 0..1, durations are
+line kind, already normalised across SGLang eras (see ``docs/log-format.md`` and
+``docs/metrics.md``). Units: token counts are tokens, ratios are 0..1, durations are
 seconds, throughputs are tokens per second. A field the line did not print is ``None``.
 
 Events are plain frozen dataclasses with ``slots`` so that creating one per line is cheap.
@@ -38,7 +38,7 @@ class Origin:
 
 @dataclass(frozen=True, slots=True)
 class KvUsage:
-    """KV-cache occupancy fields shared by Prefill and Decode lines (format notes section 5).
+    """KV-cache occupancy fields shared by Prefill and Decode lines (``docs/log-format.md#kv-usage``).
 
     Attributes:
         pools: ``token usage`` ratio per pool, keys among ``kv`` (plain ``token usage``), ``full``,

@@ -1,8 +1,7 @@
 """Table-driven parser tests: real lines of each era and prefix style.
 
-Lines marked "corpus NNN" are copied from tests/corpus/NNN-*.log; lines marked "notes" are the
-exact shapes of ../shared/notes/sglang-log-format.md (quick-reference table and templates), whose
-values are synthetic there too.
+Lines marked "corpus NNN" are copied from tests/corpus/NNN-*.log; lines marked "notes" are built
+from SGLang's format strings as docs/log-format.md gives them, with synthetic values.
 """
 
 from __future__ import annotations
@@ -175,7 +174,7 @@ CASES = [
      Retraction, {"retracted_reqs": 2, "new_tokens_gained": 10, "new_token_ratio_after": None}),
     ("omni-bracket-level", "2026-04-05 10:00:00,123 [WARNING] sglang_omni.engines.ar.sglang_backend.scheduler.decode: "
      "KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_tokens_gained: 512, "
-     "#new_token_ratio: 0.3000 -> 0.4000",  # notes section 14
+     "#new_token_ratio: 0.3000 -> 0.4000",  # notes: docs/log-format.md#sglang-omni
      Retraction, {"new_tokens_gained": 512, "origin.log_time": 1775383200.123}),
     ("omni-python-default", "WARNING:sglang_omni.engines.ar.sglang_backend.scheduler.decode:KV cache pool is full. "
      "Retract requests. #retracted_reqs: 1, #new_tokens_gained: 5, #new_token_ratio: 0.3000 -> 0.4000",  # notes 14

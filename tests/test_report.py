@@ -182,7 +182,7 @@ def test_finish_record_hard_wrapped_gives_e2e_latency():
 
 
 def test_request_time_stats_percentiles(tmp_path):
-    # Synthetic lines in the documented ReqTimeStats format (format notes section 9): the corpus has none.
+    # Synthetic lines in the documented ReqTimeStats format (docs/log-format.md#request-time-stats): the corpus has none.
     lines = [f"[2026-05-10 10:00:{i:02d} TP0] ReqTimeStats(rid=r{i}, input_len=100, cached_input_len=0, "
              f"output_len=20, type=unified): queue_duration={(i + 1) * 10:.2f}ms, forward_duration=5.00ms, "
              f"entry_time=1.0" for i in range(50)]

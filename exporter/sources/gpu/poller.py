@@ -8,7 +8,7 @@ Data flow::
 Devices and the UUID selection are in :mod:`.devices`, the readings of one device in
 :mod:`.readings`, error kinds and the per-initialisation context in :mod:`.session`.
 
-Rules this module keeps (see the README's GPU section):
+Rules this module keeps (``docs/gpu.md#how-it-polls``):
 
 * ``nvmlInit`` runs once, in the poller, with exponential backoff while it fails (library not
   found, driver not loaded yet, driver/library mismatch, no permission, ...). It runs again only

@@ -14,7 +14,8 @@ Vector):
 * **Truncation** (size below the read offset, ``copytruncate``): the held partial line is flushed,
   reading restarts at 0, the event is counted. Lines written between the last read and the
   truncation are lost, and a truncation followed by more writes than were read before it, within
-  one wake-up, cannot be seen at all: ``copytruncate`` is lossy in every tool (see the README).
+  one wake-up, cannot be seen at all: ``copytruncate`` is lossy in every tool
+  (``docs/tailing.md#copytruncate``).
 * **Start position**: an existing file is read from its end at start-up (a restarted exporter must
   not count a file twice; Prometheus handles the counter reset), from 0 with ``from_beginning``.
   Starting mid-line skips that fragment. Files that appear later are read from 0.

@@ -1,8 +1,8 @@
 """Parser: one SGLang log line in, one typed event (or nothing) out.
 
 :func:`parse_line` is a pure function. It recognises every scheduler line kind that SGLang printed
-from 2024-01 to mid-2026 (``../shared/notes/sglang-log-format.md``) and that the real logs of
-``../shared/corpus/`` show, under any prefix:
+from 2024-01 to mid-2026 (``docs/log-format.md``) and that the real logs of ``tests/corpus/`` show,
+under any prefix:
 
 * SGLang's own ``[YYYY-MM-DD HH:MM:SS(.mmm) DPn PPn ATTN_CPn MOE_DPn TPn EPn] `` (tags in any
   order), the 2024 time-only ``[HH:MM:SS TP0] ``, no prefix at all, a prefix whose leading ``[``
@@ -245,7 +245,7 @@ def _bool(value: str) -> bool:
     raise _Damaged(f"not a boolean: {value[:40]!r}")
 
 
-# Keys of the KV-usage fragment (format notes section 5), shared by Prefill and Decode lines.
+# Keys of the KV-usage fragment (docs/log-format.md#kv-usage), shared by Prefill and Decode lines.
 _USAGE_POOL = {
     "token usage": "kv",
     "full token usage": "full",
