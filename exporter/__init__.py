@@ -1,12 +1,15 @@
 """sglang-exporter: Prometheus metrics from SGLang scheduler logs (and NVML).
 
-Data flow, one module per step::
+Layout, one folder per source, data flowing down::
 
-    log file -> tailer -> parser -> state (scheduler state) -> collector -> web (/metrics)
+    sources/log/   log files -> lines -> parser -> typed events (events.py) -> ingest
+    sources/gpu/   NVML -> poller thread -> GpuStatus
+    scheduler/     SchedulerStore: apply(events, wall) from the sources, snapshot() for its collector
+    metrics/       the metric table every collector builds and describes its families from
+    selfmetrics.py, cli.py, web.py: guarded collectors -> registry -> /metrics
 
-``exporter.events`` defines the typed events the parser emits; ``exporter.pipeline`` ties parser and
-state together; ``exporter.cli`` wires everything from ``exporter.settings``.
+``exporter.cli`` wires everything from ``exporter.settings``; ``exporter.report`` reads recorded logs
+through the same parser and state.
 """
 
 __version__ = "0.1.0"
-

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS, ROOT, value
 from prometheus_client.parser import text_string_to_metric_families
-from test_e2e import DEADLINE, Exporter, command
+from exporter_support import DEADLINE, Exporter, command
 
 import exporter
 from exporter.flags import BOOL_WORDS

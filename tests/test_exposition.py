@@ -29,7 +29,8 @@ from exporter.sources.log.source import LogSource
 GOLDEN = ROOT / "tests" / "golden" / "e2e-output.prom"
 SAMPLE = "exporter/data/sample.log"  # relative, so that the path label is the same on every machine
 #: Series whose value is the machine's or the moment's, not the log's: left out of the golden.
-VOLATILE = re.compile(r"^(sglang_exporter_last_line_timestamp_seconds|sglang_scheduler_last_stats_line_timestamp_seconds"
+VOLATILE = re.compile(r"^(sglang_exporter_last_line_timestamp_seconds"
+                      r"|sglang_scheduler_last_stats_line_timestamp_seconds"
                       r"|sglang_exporter_collector_duration_seconds|sglang_exporter_build_info"
                       r"|sglang_gpu_snapshot_age_seconds)[ {]")
 HEADER = ("# The whole /metrics text for exporter/data/sample.log (one-shot) with the GPU collector on\n"

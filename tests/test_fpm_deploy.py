@@ -10,14 +10,14 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from test_deploy_kubernetes import K8S, KUSTOMIZATIONS, _pod, _render, _sidecar
+from kubernetes_support import K8S, KUSTOMIZATIONS, pod_of, render, sidecar_of
 
 from exporter.settings import load_settings, parse_zmq_endpoint
 
 
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, list[dict]]:
-    return {name: _render(K8S / name) for name in KUSTOMIZATIONS}
+    return {name: render(K8S / name) for name in KUSTOMIZATIONS}
 
 
 def _flag(args: list[str], name: str) -> str | None:
@@ -31,9 +31,9 @@ def _flag(args: list[str], name: str) -> str | None:
 
 @pytest.mark.parametrize("name", sorted(KUSTOMIZATIONS))
 def test_server_publishes_where_the_sidecar_subscribes(rendered, name):
-    pod = _pod(rendered[name])
+    pod = pod_of(rendered[name])
     server = next(c for c in pod["containers"] if c["name"] == "sglang")
-    sidecar = _sidecar(pod)
+    sidecar = sidecar_of(pod)
     args = server.get("args", [])
     assert _flag(args, "--enable-forward-pass-metrics") == ""
     base = _flag(args, "--forward-pass-metrics-ipc-name")

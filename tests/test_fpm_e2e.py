@@ -19,7 +19,7 @@ import zmq
 from conftest import samples, value
 from fpm_publisher import Publisher, encode, forward_pass
 from histogram_quantile import exact_percentile, histogram_quantile, within
-from test_e2e import DEADLINE, Exporter, command
+from exporter_support import DEADLINE, Exporter, command
 
 FPM_REQUESTS = "sglang_scheduler_forward_pass_requests"
 

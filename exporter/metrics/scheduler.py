@@ -78,7 +78,8 @@ ROWS = (
        "Time integral of #queue-req (Prefill/Decode batch lines) in request-seconds; mean queue wait = "
        "rate(this) / rate(sglang_scheduler_admitted_requests_total) (Little's law)."),
     _m("sglang_scheduler_recomputed_tokens_total", COUNTER, (*S, "method"), "tokens",
-       (("new_tokens_gained", "counter.recomputed_tokens_gained"), ("estimated", "counter.recomputed_tokens_estimated")),
+       (("new_tokens_gained", "counter.recomputed_tokens_gained"),
+        ("estimated", "counter.recomputed_tokens_estimated")),
        "#new_tokens_gained of retraction lines (2025-12-24+); else #retracted_reqs x #token / #running-req "
        "of the latest Decode batch line (an estimate)",
        "Tokens that retracted requests must compute again: #new_tokens_gained of retraction lines "
