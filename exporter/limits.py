@@ -32,6 +32,22 @@ DEFAULT_ROTATE_WAIT = 5.0
 #: Seconds between checks of the log paths when no file event arrives (``--log.poll-interval``).
 DEFAULT_LOG_POLL_INTERVAL = 1.0
 
+#: Seconds without a Prefill/Decode line after which a scheduler's latest-line gauges are withheld
+#: (``--sglang.idle-after``): SGLang prints nothing while idle, so the last values would be stale.
+DEFAULT_IDLE_AFTER = 60.0
+
+#: NVML polling defaults (``--gpu.*``): seconds between polls, the deadline of one poll cycle, seconds
+#: between reads of the slow counters (ECC, remapped rows), and consecutive cycles with an NVML
+#: ``Unknown`` error after which ``/healthz`` fails.
+DEFAULT_GPU_POLL_INTERVAL = 10.0
+DEFAULT_GPU_CYCLE_TIMEOUT = 5.0
+DEFAULT_GPU_SLOW_POLL_INTERVAL = 300.0
+DEFAULT_GPU_UNKNOWN_ERROR_THRESHOLD = 3
+
+#: Seconds without a forward pass or heartbeat after which an FPM endpoint is down (``--fpm.timeout``;
+#: SGLang sends a heartbeat every second while idle).
+DEFAULT_FPM_TIMEOUT = 5.0
+
 #: Longest gap between two samples of ``#queue-req`` that a time integral trusts (seconds). SGLang
 #: prints nothing while idle, so a longer silence is idle time (or a stall), not "the last queue
 #: length held all along". The exporter and the report cap idle gaps alike.

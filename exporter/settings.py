@@ -39,6 +39,12 @@ from .limits import (
     DECODE_LOG_INTERVAL_MAX,
     DECODE_LOG_INTERVAL_MIN,
     DEFAULT_DECODE_LOG_INTERVAL,
+    DEFAULT_FPM_TIMEOUT,
+    DEFAULT_GPU_CYCLE_TIMEOUT,
+    DEFAULT_GPU_POLL_INTERVAL,
+    DEFAULT_GPU_SLOW_POLL_INTERVAL,
+    DEFAULT_GPU_UNKNOWN_ERROR_THRESHOLD,
+    DEFAULT_IDLE_AFTER,
     DEFAULT_LOG_POLL_INTERVAL,
     DEFAULT_MAX_LINE_BYTES,
     DEFAULT_ROTATE_WAIT,
@@ -170,7 +176,7 @@ class SglangSettings(BaseModel):
         "the server started). It lets admitted requests discount the continuing chunk of a chunked "
         "prefill; without it #new-seq is summed as is (an upper bound).")
     idle_after: float = Field(
-        60.0, gt=0, le=86400, json_schema_extra={"metavar": "SECONDS"},
+        DEFAULT_IDLE_AFTER, gt=0, le=86400, json_schema_extra={"metavar": "SECONDS"},
         description="Seconds without a Prefill/Decode line after which a scheduler's "
         "latest-line gauges (running, queue, KV usage, ...) are no longer exported: SGLang prints "
         "nothing while idle, so the last values would be stale.")
@@ -185,15 +191,15 @@ class GpuSettings(BaseModel):
         True, description="Poll NVML for GPU readings (sglang_gpu_*). '--gpu.enabled false' turns the "
         "collector off. Never used with --one-shot: a recorded log says nothing about this machine's GPUs.")
     poll_interval: float = Field(
-        10.0, gt=0, le=3600, json_schema_extra={"metavar": "SECONDS"},
+        DEFAULT_GPU_POLL_INTERVAL, gt=0, le=3600, json_schema_extra={"metavar": "SECONDS"},
         description="Seconds between NVML polls; /metrics serves the latest snapshot "
         "and never waits for NVML.")
     cycle_timeout: float = Field(
-        5.0, gt=0, le=3600, json_schema_extra={"metavar": "SECONDS"},
+        DEFAULT_GPU_CYCLE_TIMEOUT, gt=0, le=3600, json_schema_extra={"metavar": "SECONDS"},
         description="Deadline in seconds for one poll cycle; a cycle that overruns (a hung "
         "NVML call) is counted, the snapshot is marked stale and sglang_gpu_up drops to 0.")
     slow_poll_interval: float = Field(
-        300.0, gt=0, le=86400, json_schema_extra={"metavar": "SECONDS"},
+        DEFAULT_GPU_SLOW_POLL_INTERVAL, gt=0, le=86400, json_schema_extra={"metavar": "SECONDS"},
         description="Seconds between reads of the slow-moving counters (ECC errors, "
         "remapped rows) and device re-enumeration.")
     uuids: str | None = Field(
@@ -210,7 +216,7 @@ class GpuSettings(BaseModel):
         description="Path of libnvidia-ml.so.1 when it is not on the loader's path (e.g. a driver "
         "directory mounted from the host).")
     unknown_error_threshold: int = Field(
-        3, ge=0, le=1000, json_schema_extra={"metavar": "CYCLES"},
+        DEFAULT_GPU_UNKNOWN_ERROR_THRESHOLD, ge=0, le=1000, json_schema_extra={"metavar": "CYCLES"},
         description="Consecutive poll cycles with an NVML 'Unknown' error (typically: the "
         "container lost access to the device) after which /healthz answers 503 so that Kubernetes restarts "
         "the pod; 0 never fails /healthz for it.")
@@ -246,7 +252,8 @@ class FpmSettings(BaseModel):
         "flag: 'ipc:///run/sglang-fpm/fpm.0' (SGLang appends .<dp_rank> to --forward-pass-metrics-ipc-name) "
         "or 'tcp://127.0.0.1:20380'. Connected lazily: the server need not be up yet. Default: off.")
     timeout: float = Field(
-        5.0, gt=0, le=3600, json_schema_extra={"metavar": "SECONDS"}, description="Seconds without a forward pass or heartbeat (SGLang sends one "
+        DEFAULT_FPM_TIMEOUT, gt=0, le=3600, json_schema_extra={"metavar": "SECONDS"},
+        description="Seconds without a forward pass or heartbeat (SGLang sends one "
         "every second while idle) after which an endpoint is down (sglang_exporter_fpm_up 0) and its "
         "scheduler's queue gauges are withheld.")
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from ..limits import DEFAULT_IDLE_AFTER
 from ..metrics import MetricDef
 from ..metrics.families import Compiled, describe, fill
 from .store import SchedulerStore
@@ -35,7 +36,7 @@ class SchedulerCollector(Collector):
         clock: Wall-clock source, seconds since the epoch.
     """
 
-    def __init__(self, store: SchedulerStore, idle_after: float | None = 60.0, clock=time.time):
+    def __init__(self, store: SchedulerStore, idle_after: float | None = DEFAULT_IDLE_AFTER, clock=time.time):
         self.store = store
         self.idle_after = idle_after
         self.clock = clock

@@ -19,7 +19,7 @@ import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from ...limits import MAX_SCHEDULERS
+from ...limits import DEFAULT_FPM_TIMEOUT, MAX_SCHEDULERS
 from ...scheduler.histogram import Histogram
 from .decode import ForwardPassMetrics, QueuedRequestMetrics, Schema
 
@@ -158,7 +158,7 @@ class FpmStats:
         clock, monotonic: Wall-clock and monotonic time sources, seconds.
     """
 
-    def __init__(self, endpoints: list[str], timeout: float = 5.0, max_ranks: int = MAX_SCHEDULERS,
+    def __init__(self, endpoints: list[str], timeout: float = DEFAULT_FPM_TIMEOUT, max_ranks: int = MAX_SCHEDULERS,
                  clock=time.time, monotonic=time.monotonic):
         self.lock = threading.Lock()
         self.endpoints = [EndpointStats(e) for e in endpoints]

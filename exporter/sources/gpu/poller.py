@@ -32,6 +32,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from ...limits import (
+    DEFAULT_GPU_CYCLE_TIMEOUT,
+    DEFAULT_GPU_POLL_INTERVAL,
+    DEFAULT_GPU_SLOW_POLL_INTERVAL,
+    DEFAULT_GPU_UNKNOWN_ERROR_THRESHOLD,
+)
 from .devices import Device, UuidSelection, enumerate_devices, parse_uuid_list
 from .readings import DeviceSnapshot, read_device
 from .session import ABSENT_KINDS, REINIT_KINDS, Reinit, Session, error_kind
@@ -94,10 +100,11 @@ class GpuPoller:
             not as a WARNING. Other init failures are warnings either way.
     """
 
-    def __init__(self, loader: Callable[[], Any], *, poll_interval: float = 10.0,
-                 cycle_timeout: float = 5.0, slow_poll_interval: float = 300.0,
+    def __init__(self, loader: Callable[[], Any], *, poll_interval: float = DEFAULT_GPU_POLL_INTERVAL,
+                 cycle_timeout: float = DEFAULT_GPU_CYCLE_TIMEOUT,
+                 slow_poll_interval: float = DEFAULT_GPU_SLOW_POLL_INTERVAL,
                  uuids: list[str] | None = None, uuids_file: str | None = None,
-                 xid_events: bool = True, unknown_error_threshold: int = 3,
+                 xid_events: bool = True, unknown_error_threshold: int = DEFAULT_GPU_UNKNOWN_ERROR_THRESHOLD,
                  backoff: tuple[float, float] = (1.0, 60.0), stale_after: float | None = None,
                  xid_wait_ms: int = 500,
                  clock: Callable[[], float] = time.monotonic, gpu_optional: bool = False):
