@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from exporter.sources.log import parser
+from exporter.sources.log import prefix
 from exporter.sources.log.parser import parse_line
 from tail_support import DECODE_LINES
 
@@ -51,7 +51,7 @@ CRAFTED = {
 def _best_time(line: str, repeat: int = 5) -> float:
     best = float("inf")
     for _ in range(repeat):
-        parser._ORIGIN_CACHE.clear()  # time the work, not the memo
+        prefix._ORIGIN_CACHE.clear()  # time the work, not the memo
         t0 = time.perf_counter()
         parse_line(line)
         best = min(best, time.perf_counter() - t0)
@@ -71,6 +71,6 @@ def test_parse_time_is_linear(name):
 
 def test_long_prefixes_are_not_memoised():
     """A 1 MiB prefix must not stay in the origin cache (4096 of them would hold gigabytes)."""
-    parser._ORIGIN_CACHE.clear()
+    prefix._ORIGIN_CACHE.clear()
     parse_line(_rep("x", 1 << 20) + "] " + BODY)
-    assert all(len(k) <= 1024 for k in parser._ORIGIN_CACHE)
+    assert all(len(k) <= 1024 for k in prefix._ORIGIN_CACHE)

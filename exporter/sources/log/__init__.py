@@ -4,7 +4,8 @@ Data flow, one module per step::
 
     file.py, glob.py   paths -> open files (identity, rotation, truncation), driven by follower.py
     lines.py           bytes -> lines
-    parser.py          line -> typed event (exporter.events) or Malformed or nothing
+    parser.py          line -> typed event (exporter.events) or Malformed or nothing;
+                       prefix.py reads who printed it and when (rank tags, timestamp)
     ingest.py          events -> SchedulerStore.apply; lines counted by kind and result
     stats.py           the source's own statistics; collector.py: sglang_exporter_log_*
     source.py          LogSource: the above assembled for the command

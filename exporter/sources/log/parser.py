@@ -22,7 +22,6 @@ regexes used are linear (literal anchors, no nested quantifiers).
 
 from __future__ import annotations
 
-import calendar
 import re
 from dataclasses import dataclass
 
@@ -31,7 +30,6 @@ from ...events import (
     DecodeBatch,
     Event,
     KvUsage,
-    Origin,
     PrefillBatch,
     ReqTimeStats,
     RetractAbort,
@@ -39,6 +37,7 @@ from ...events import (
     ServerArgs,
 )
 from ...limits import DECODE_LOG_INTERVAL_MAX, DECODE_LOG_INTERVAL_MIN, MAX_COUNT_DIGITS, in_value_range
+from .prefix import parse_origin, starts_message
 
 __all__ = ["Malformed", "parse_line", "parse_origin"]
 
@@ -54,121 +53,6 @@ class Malformed:
 
     kind: str
     reason: str
-
-
-_NO_ORIGIN = Origin()
-_RANK_TAG = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d{1,6})")
-_REPLICA_ORDER = {"PP": 0, "ATTN_CP": 1, "MOE_DP": 2, "TP": 3, "EP": 4}
-_DATETIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
-_TIME_OF_DAY = re.compile(r"(?<!\d)(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?!\d)")
-_ORIGIN_CACHE: dict[str, Origin] = {}
-_ORIGIN_CACHE_MAX = 4096
-_ORIGIN_CACHE_KEY_MAX = 256
-
-
-_EPOCH_CACHE: dict[str, float | None] = {}
-
-
-def _epoch_seconds(m: re.Match) -> float | None:
-    """Whole seconds since the epoch of a :data:`_DATETIME` match (fraction excluded), or None.
-
-    Memoised by the date-time text: the origin memo misses whenever the rank tags or the prefix
-    around the time differ, yet the seconds repeat over many lines, and ``calendar.timegm`` is the
-    dearest step of an origin. Bounded like the origin memo.
-    """
-    key = m.group(0)[:19]  # "YYYY-MM-DD HH:MM:SS": the pattern's fixed-width part
-    if key in _EPOCH_CACHE:
-        return _EPOCH_CACHE[key]
-    y, mo, d, h, mi, s = m.groups()[:6]
-    try:
-        value: float | None = float(calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s))))
-    except (ValueError, OverflowError):
-        value = None
-    if len(_EPOCH_CACHE) >= _ORIGIN_CACHE_MAX:
-        _EPOCH_CACHE.clear()
-    _EPOCH_CACHE[key] = value
-    return value
-
-
-def parse_origin(prefix: str) -> Origin:
-    """Read rank tags and timestamp from the text that precedes a line's message.
-
-    Args:
-        prefix: Everything before the message title, e.g. ``"[2026-07-21 10:00:00 DP3 TP3 EP3] "``
-            or ``"(SGLangEngine pid=1) [2026-03-22 13:53:37 TP0] "``; may be empty or junk.
-
-    Returns:
-        The :class:`Origin`. Rank tags are read from the last ``[...]`` group (or from the text
-        before a ``]`` whose ``[`` was lost); the timestamp from the first date-time in the prefix,
-        else from a time of day. Results for prefixes up to 256 characters are memoised (prefixes
-        repeat within a second); the memo holds at most 4096 entries, so memory stays bounded.
-    """
-    if not prefix:
-        return _NO_ORIGIN
-    cached = _ORIGIN_CACHE.get(prefix)
-    if cached is not None:
-        return cached
-    dp = "0"
-    replica_tags: list[tuple[int, str]] = []
-    end = prefix.rfind("]")
-    if end >= 0:
-        start = prefix.rfind("[", 0, end) + 1
-        for token in prefix[start:end].split():
-            m = _RANK_TAG.fullmatch(token)
-            if m:  # ranks are normalised (DP007 is DP7) so one rank is one label value
-                if m.group(1) == "DP":
-                    dp = str(int(m.group(2)))
-                else:
-                    replica_tags.append((_REPLICA_ORDER[m.group(1)], f"{m.group(1)}{int(m.group(2))}"))
-            elif token.startswith(("gpu_id=", "gpu=")):
-                value = token.partition("=")[2]
-                if value.isascii() and value.isdigit() and len(value) <= 6:
-                    dp = str(int(value))
-    replica = " ".join(t for _, t in sorted(replica_tags))
-    log_time: float | None = None
-    tod = False
-    m = _DATETIME.search(prefix)
-    if m:
-        log_time = _epoch_seconds(m)
-        frac = m.group(7)
-        if log_time is not None and frac:
-            log_time += int(frac) / 10 ** len(frac)
-    else:
-        m = _TIME_OF_DAY.search(prefix)
-        if m:
-            h, mi, s, frac = m.groups()
-            log_time = int(h) * 3600 + int(mi) * 60 + int(s) + (int(frac) / 10 ** len(frac) if frac else 0.0)
-            tod = True
-    origin = Origin(dp, replica, log_time, tod)
-    if len(prefix) <= _ORIGIN_CACHE_KEY_MAX:  # junk-laden prefixes are not worth keeping
-        if len(_ORIGIN_CACHE) >= _ORIGIN_CACHE_MAX:
-            _ORIGIN_CACHE.clear()
-        _ORIGIN_CACHE[prefix] = origin
-    return origin
-
-
-def _starts_message(line: str, i: int) -> bool:
-    """True when position ``i`` is where a log record's message starts.
-
-    That is the start of the line (after blanks), right after a ``]`` (SGLang's bracket, an inline
-    ``[gpu_id=N]``, a fork's ``[file:line]``), or right after a ``:`` (a logger-name prefix). A title
-    found anywhere else, such as inside a logged request's text, is not a scheduler line; nor is one
-    whose prefix holds a quote or ``obj=``: that is a request logged by ``--log-requests`` (Python
-    repr or JSON) whose prompt imitates a scheduler line, and must not forge metrics.
-    """
-    if i == 0:
-        return True
-    prefix = line[:i]
-    if "'" in prefix or '"' in prefix or "obj=" in prefix:
-        return False
-    j = i - 1
-    if line[j] == " ":
-        j -= 1
-        while j >= 0 and line[j] == " ":
-            j -= 1
-        if j < 0:
-            return True
-    return line[j] in "]:"
 
 
 class _Damaged(Exception):
@@ -489,42 +373,42 @@ def parse_line(line: str) -> Event | Malformed | None:
 
 def _parse(line: str) -> Event | Malformed | None:
     i = line.find("Decode batch")
-    if i >= 0 and _starts_message(line, i):
+    if i >= 0 and starts_message(line, i):
         return _decode(line, i, i + 12)
     i = line.find("Prefill batch")
-    if i >= 0 and _starts_message(line, i):
+    if i >= 0 and starts_message(line, i):
         return _prefill(line, i, i + 13)
     i = line.find("KV cache pool is full. Retract requests.")
-    if i >= 0 and _starts_message(line, i):
+    if i >= 0 and starts_message(line, i):
         return _retraction(line, i, i + 40)
     i = line.find("ecode out of memory happened")
-    if i > 0 and line[i - 1] in "Dd" and _starts_message(line, i - 1):
+    if i > 0 and line[i - 1] in "Dd" and starts_message(line, i - 1):
         return _retraction(line, i - 1, _skip_title_tail(line, i + 28))
     i = line.find("Testing retraction.")
-    if i >= 0 and _starts_message(line, i):
+    if i >= 0 and starts_message(line, i):
         return _retraction(line, i, i + 19)
     i = line.find("retract_decode: aborted last request")
-    if i >= 0 and _starts_message(line, i):
+    if i >= 0 and starts_message(line, i):
         return RetractAbort(parse_origin(line[:i]))
     i = line.find("max_total_num_tokens=")
-    if i >= 0 and _starts_message(line, i):
+    if i >= 0 and starts_message(line, i):
         return _capacity(line, i)
     i = line.find("server_args=")
-    if i >= 0 and _starts_message(line, i):
+    if i >= 0 and starts_message(line, i):
         return _server_args(line, i)
     i = line.find("Time Stats(")
-    if i >= 4 and line.startswith("Req ", i - 4) and _starts_message(line, i - 4):
+    if i >= 4 and line.startswith("Req ", i - 4) and starts_message(line, i - 4):
         return _req_time_stats(line, i - 4, line.find("):", i))
     i = line.find("ReqTimeStats(")
-    if i >= 0 and _starts_message(line, i):
+    if i >= 0 and starts_message(line, i):
         return _req_time_stats(line, i, line.find("):", i))
     i = line.find("Prefil batch")
-    if i >= 0 and _starts_message(line, i):
+    if i >= 0 and starts_message(line, i):
         return _prefill(line, i, i + 12)
     i = line.find("new fill batch")
-    if i >= 0 and _starts_message(line, i):
+    if i >= 0 and starts_message(line, i):
         return _prefill(line, i, i + 14, period_body=True)
     i = line.find("#running-req: ")
-    if i >= 0 and _starts_message(line, i):
+    if i >= 0 and starts_message(line, i):
         return _decode(line, i, i)
     return None
