@@ -4,6 +4,7 @@ Layout, one folder per source, data flowing down::
 
     sources/log/   log files -> lines -> parser -> typed events (events.py) -> ingest
     sources/gpu/   NVML -> poller thread -> GpuStatus
+    sources/fpm/   SGLang's per-forward-pass stream (ZeroMQ) -> per-dp_rank statistics
     scheduler/     SchedulerStore: apply(events, wall) from the sources, snapshot() for its collector
     metrics/       the metric table every collector builds and describes its families from
     selfmetrics.py, cli.py, web.py: guarded collectors -> registry -> /metrics

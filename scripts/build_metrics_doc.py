@@ -30,6 +30,7 @@ SECTIONS = (
     ("log", "Log source: `sglang_exporter_log_*`"),
     ("self", "The exporter itself"),
     ("gpu", "GPUs (NVML): `sglang_gpu_*`"),
+    ("fpm", "Per-forward-pass stream: `sglang_scheduler_forward_pass*`, `sglang_exporter_fpm_*`"),
 )
 HEADER = "| name | type | labels | unit | source | meaning (HELP) |\n|---|---|---|---|---|---|"
 

@@ -141,3 +141,24 @@ def gpu_exposition() -> str:
             poller.stop(timeout=5)
     assert nv.unmodeled == [], nv.unmodeled
     return "".join(texts)
+
+
+def fpm_exposition() -> str:
+    """The real FPM collector's exposition text after SGLang messages of every pass mode (prefill,
+    decode, mixed, idle) from two DP ranks, decoded as the subscriber decodes them, with the schema
+    the subscriber samples (tests/fpm_publisher.py builds them from SGLang's structs)."""
+    from fpm_publisher import encode, forward_pass
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from exporter.sources.fpm.collector import FpmCollector
+    from exporter.sources.fpm.decode import decode_frames, schema_of
+    from exporter.sources.fpm.stats import FpmStats
+
+    stats = FpmStats(["ipc:///tmp/sglang-fpm.0"])
+    passes = [forward_pass(dp, prefill=p, decode=d) for dp in (0, 1) for p, d in ((2, 0), (0, 8), (1, 7), (0, 0))]
+    payloads = [encode(m) for m in passes]
+    stats.apply(0, [decode_frames([b"", seq.to_bytes(8, "big"), p]) for seq, p in enumerate(payloads)],
+                schema_of(payloads[0]))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FpmCollector(stats))
+    return generate_latest(registry).decode()

@@ -11,7 +11,7 @@ import sys
 
 import native_metrics
 from conftest import ROOT, corpus_files
-from exporter_support import gpu_exposition
+from exporter_support import fpm_exposition, gpu_exposition
 from prometheus_client.parser import text_string_to_metric_families
 
 RULES_DIR = ROOT / "deploy" / "prometheus"
@@ -39,25 +39,6 @@ def exporter_samples() -> dict[str, list[dict[str, str]]]:
             for s in family.samples:
                 found.setdefault(s.name, []).append(dict(s.labels))
     return found
-
-
-def fpm_exposition() -> str:
-    """The real FPM collector's exposition text after SGLang messages of every pass mode (prefill,
-    decode, mixed, idle) from two DP ranks, decoded as the subscriber decodes them
-    (tests/fpm_publisher.py builds them from SGLang's structs)."""
-    from fpm_publisher import encode, forward_pass
-    from prometheus_client import CollectorRegistry, generate_latest
-
-    from exporter.sources.fpm.collector import FpmCollector
-    from exporter.sources.fpm.decode import decode_frames
-    from exporter.sources.fpm.stats import FpmStats
-
-    stats = FpmStats(["ipc:///tmp/sglang-fpm.0"])
-    passes = [forward_pass(dp, prefill=p, decode=d) for dp in (0, 1) for p, d in ((2, 0), (0, 8), (1, 7), (0, 0))]
-    stats.apply(0, [decode_frames([b"", seq.to_bytes(8, "big"), encode(m)]) for seq, m in enumerate(passes)])
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(FpmCollector(stats))
-    return generate_latest(registry).decode()
 
 
 NATIVE = re.compile(r'\{__name__=~"sglang\[:_\](\w+)"(?:,\s*([^}]*))?\}')

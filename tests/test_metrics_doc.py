@@ -1,9 +1,10 @@
 """docs/metrics.md: generated from the metric table, fresh, and true to the real /metrics output.
 
-Every family of the page's table, GPU ones included, is checked against what the real command serves
-(one-shot over the whole corpus, a live command following a file and a glob, and the real GPU
-collector over the fake NVML): the same names, the same types, and label sets that are the row's
-labels (plus its optional MIG labels where a MIG device answered).
+Every family of the page's table, GPU and FPM ones included, is checked against what the real
+command serves (one-shot over the whole corpus, a live command following a file and a glob, the
+real GPU collector over the fake NVML, the real FPM collector over messages built from SGLang's
+structs): the same names, the same types, and label sets that are the row's labels (plus its
+optional MIG labels where a MIG device answered).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 from pathlib import Path
 
 from conftest import ROOT, corpus_files
-from exporter_support import Exporter, gpu_exposition, one_shot
+from exporter_support import Exporter, fpm_exposition, gpu_exposition, one_shot
 from prometheus_client.parser import text_string_to_metric_families
 
 #: Where the metric reference lives (README.md links to it).
@@ -69,6 +70,7 @@ def real_output(tmp_path: Path) -> dict[str, tuple[str, set[frozenset[str]]]]:
     finally:
         assert exp.terminate() == 0
     exposed(gpu_exposition(), found)
+    exposed(fpm_exposition(), found)
     return found
 
 

@@ -8,14 +8,16 @@ reads this table: the collectors build their families from it and describe them 
 A row added here appears in ``/metrics``, ``describe()``, the docs and the checks without another
 edit, as long as its collector's snapshot has the value at its read path.
 
-The rows live in one module per namespace: :mod:`.scheduler` (``sglang_scheduler_*``),
-:mod:`.exporter` (``sglang_exporter_*``), :mod:`.gpu` (``sglang_gpu_*``). No Prometheus import here:
-the scheduler state takes its buckets from this table.
+The rows live in one module per source: :mod:`.scheduler` (``sglang_scheduler_*`` from the log),
+:mod:`.exporter` (``sglang_exporter_*``: the log source and the self-metrics), :mod:`.gpu`
+(``sglang_gpu_*``), :mod:`.fpm` (the per-forward-pass stream). No Prometheus import here: the
+scheduler state and the stream's statistics take their buckets from this table.
 """
 
 from __future__ import annotations
 
 from . import exporter as _exporter
+from . import fpm as _fpm
 from . import gpu as _gpu
 from . import scheduler as _scheduler
 from .defs import COUNTER, DEVICE_LABELS, GAUGE, HISTOGRAM, MIG_LABELS, SCHEDULER_LABELS, MetricDef
@@ -24,10 +26,11 @@ __all__ = ["COUNTER", "DEVICE_LABELS", "GAUGE", "HISTOGRAM", "MIG_LABELS", "SCHE
            "MetricDef", "check", "get", "rows"]
 
 #: Every metric, in exposition order within each collector.
-TABLE: tuple[MetricDef, ...] = (*_scheduler.ROWS, *_exporter.LOG_ROWS, *_exporter.SELF_ROWS, *_gpu.ROWS)
+TABLE: tuple[MetricDef, ...] = (*_scheduler.ROWS, *_exporter.LOG_ROWS, *_exporter.SELF_ROWS, *_gpu.ROWS,
+                                *_fpm.ROWS)
 
 #: The collectors a row may name.
-COLLECTORS = ("scheduler", "log", "self", "gpu")
+COLLECTORS = ("scheduler", "log", "self", "gpu", "fpm")
 
 
 def rows(collector: str) -> tuple[MetricDef, ...]:
@@ -65,11 +68,12 @@ def check(table: tuple[MetricDef, ...]) -> list[str]:
             problems.append(f"{m.name}: buckets must increase strictly")
         if m.collector not in COLLECTORS:
             problems.append(f"{m.name}: unknown collector {m.collector!r}")
-        prefix = {"scheduler": "sglang_scheduler_", "log": "sglang_exporter_", "self": "sglang_exporter_",
-                  "gpu": "sglang_gpu_"}.get(m.collector, "")
-        if not m.name.startswith(prefix):
-            problems.append(f"{m.name}: the {m.collector} collector's metrics start with {prefix}")
-        if m.collector == "scheduler" and m.labels[:len(SCHEDULER_LABELS)] != SCHEDULER_LABELS:
+        prefixes = {"scheduler": ("sglang_scheduler_",), "log": ("sglang_exporter_",),
+                    "self": ("sglang_exporter_",), "gpu": ("sglang_gpu_",),
+                    "fpm": ("sglang_scheduler_forward_pass", "sglang_exporter_fpm_")}.get(m.collector, ("?",))
+        if not m.name.startswith(prefixes):
+            problems.append(f"{m.name}: the {m.collector} collector's metrics start with {' or '.join(prefixes)}")
+        if m.name.startswith("sglang_scheduler_") and m.labels[:len(SCHEDULER_LABELS)] != SCHEDULER_LABELS:
             problems.append(f"{m.name}: scheduler metrics start with the labels {SCHEDULER_LABELS}")
         if not (m.help and m.source and m.unit and m.read):
             problems.append(f"{m.name}: help, source, unit and read are required")
