@@ -51,16 +51,21 @@ class Ingest:
             return 0
         wall = self._clock()
         events = []
+        append = events.append
         ignored = 0
         malformed: list[str] = []
+        by_type: dict[type, int] = {}
         for ev in parsed:
             if ev is None:
                 ignored += 1
-            elif type(ev) is Malformed:
+                continue
+            t = type(ev)
+            if t is Malformed:
                 malformed.append(ev.kind)
                 log.debug("malformed %s line: %s", ev.kind, ev.reason)
             else:
-                events.append(ev)
+                append(ev)
+                by_type[t] = by_type.get(t, 0) + 1
         rejected = self.store.apply(events, wall) if events else ()
         stats = self.stats
         with stats.lock:
@@ -68,8 +73,8 @@ class Ingest:
             counts[("other", "ignored")] += ignored
             for kind in malformed:
                 counts[(kind, "malformed")] += 1
-            for ev in events:
-                counts[(KIND_OF[type(ev)], "parsed")] += 1
+            for t, n in by_type.items():
+                counts[(KIND_OF[t], "parsed")] += n
             for ev in rejected:
                 kind = KIND_OF[type(ev)]
                 counts[(kind, "parsed")] -= 1
