@@ -73,7 +73,7 @@ def _corpus_lines() -> list[str]:
     return out
 
 
-#: Corpus lines plus the kinds the corpus lacks, in SGLang's printed forms (format notes).
+#: Corpus lines plus the kinds the corpus lacks, in SGLang's printed forms (docs/log-format.md).
 LINES = _corpus_lines() + [
     "[2026-07-10 11:00:00 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 500000, K size: 7.63 GB, V size: 7.63 GB",
     "[2026-03-02 14:44:10 TP0] Decode batch, #running-req: 4, #token: 300000, token usage: 0.50, pre-allocated usage: 0.30, "

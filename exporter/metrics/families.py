@@ -7,7 +7,6 @@ names, types, labels, HELP texts and buckets, and a collector only decides what 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -39,23 +38,22 @@ class Compiled:
         where: Keep only the rows for which ``where(row)`` is true (all by default).
 
     Attributes:
-        rows: ``(row, steps)`` pairs, ``steps`` being ``[(label_value_or_None, path_parts), ...]``.
+        rows: ``(row, steps, histogram)`` triples, ``steps`` being ``[(label value or None, path parts,
+            plain), ...]`` where ``plain`` says the path has no ``*`` step.
     """
 
     def __init__(self, collector: str, where: Callable[[MetricDef], bool] | None = None):
-        self.rows: list[tuple[MetricDef, list[tuple[str | None, tuple[str, ...]]]]] = []
+        self.rows: list[tuple[MetricDef, list[tuple[str | None, tuple[str, ...], bool]], bool]] = []
         for m in rows(collector):
             if where is not None and not where(m):
                 continue
-            if isinstance(m.read, str):
-                steps = [(None, tuple(m.read.split(".")))]
-            else:
-                steps = [(value, tuple(path.split("."))) for value, path in m.read]
-            self.rows.append((m, steps))
+            reads = [(None, m.read)] if isinstance(m.read, str) else list(m.read)
+            steps = [(value, tuple(path.split(".")), "*" not in path.split(".")) for value, path in reads]
+            self.rows.append((m, steps, m.type == HISTOGRAM))
 
     def families(self) -> dict[str, Metric]:
         """Fresh empty families, by row name, in table order."""
-        return {m.name: family(m) for m, _ in self.rows}
+        return {m.name: family(m) for m, _, _ in self.rows}
 
 
 def resolve(obj: Any, parts: Sequence[str], labels: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
@@ -109,13 +107,13 @@ def fill(fams: Mapping[str, Metric], compiled: Compiled, obj: Any, prefix: tuple
         prefix: Leading label values (a scheduler's identity).
         skip: ``skip(row)`` true leaves that row empty for this ``obj`` (idle schedulers' latest values).
     """
-    for m, steps in compiled.rows:
+    for m, steps, hist in compiled.rows:
         if skip is not None and skip(m):
             continue
         fam = fams[m.name]
-        for value, parts in steps:
+        for value, parts, plain in steps:
             labels = prefix if value is None else (*prefix, value)
-            if "*" not in parts:  # the common case: one attribute or key after another
+            if plain:  # the common case: one attribute or key after another, to one value
                 o = obj
                 for part in parts:
                     if o is None:
@@ -124,26 +122,33 @@ def fill(fams: Mapping[str, Metric], compiled: Compiled, obj: Any, prefix: tuple
                 if o is None:
                     continue
                 if not isinstance(o, _MAPPINGS):
-                    add(fam, m, labels, o)
+                    if hist:
+                        _add_histogram(fam, labels, o)
+                    else:
+                        fam.add_metric(labels, int(o) if o is True or o is False else o)
                     continue
             out: list = []
             _walk(obj, parts, 0, labels, out)
-            for labels, v in out:
-                add(fam, m, labels, v)
+            for series_labels, v in out:
+                add(fam, m, series_labels, v)
 
 
 def add(fam: Metric, m: MetricDef, labels: Sequence[str], value: Any) -> None:
     """One series: a number (a bool is 0/1), or for a histogram an object with ``bounds``,
     ``cumulative`` (``+Inf`` last) and ``sum``."""
     if m.type == HISTOGRAM:
-        buckets = [(_le(b), c) for b, c in zip(value.bounds, value.cumulative)]
-        buckets.append(("+Inf", value.cumulative[-1]))
-        fam.add_metric(list(labels), buckets, value.sum)
+        _add_histogram(fam, labels, value)
     else:
-        fam.add_metric(list(labels), int(value) if value is True or value is False else value)
+        fam.add_metric(labels, int(value) if value is True or value is False else value)
 
 
-@functools.lru_cache(maxsize=1024)
-def _le(bound: float) -> str:
-    """A bucket bound as the ``le`` label value (``1.0``, ``0.0025``), as the client library writes it."""
-    return repr(float(bound))
+_LE: dict[tuple[float, ...], tuple[str, ...]] = {}
+
+
+def _add_histogram(fam: Metric, labels: Sequence[str], h: Any) -> None:
+    les = _LE.get(h.bounds)
+    if les is None:  # a bound as the le label value (1.0, 0.0025), as the client library writes it
+        les = _LE[h.bounds] = tuple(repr(float(b)) for b in h.bounds)
+    buckets = list(zip(les, h.cumulative))
+    buckets.append(("+Inf", h.cumulative[-1]))
+    fam.add_metric(labels, buckets, h.sum)

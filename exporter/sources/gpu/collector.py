@@ -10,13 +10,12 @@ in the latest cycle, has no series.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from types import MappingProxyType
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from ...metrics import DEVICE_LABELS, MetricDef
-from ...metrics.families import Compiled, describe, fill, resolve
+from ...metrics.families import Compiled, describe, fill
 from .poller import GpuPoller
 
 
@@ -36,7 +35,10 @@ class GpuCollector(Collector):
         self.poller = poller
         self._rows = Compiled("gpu")
         self._poller_rows = Compiled("gpu", lambda m: not _per_device(m))
-        self._device_rows = Compiled("gpu", _per_device)
+        # Device rows read "device.<part>" (a mapping: one series per key, the key filling the labels
+        # after the device's) or "device.<part>.<key>" (one value).
+        self._device_rows = [(m.name, parts[1], parts[2] if len(parts) > 2 else None, m.labels[len(DEVICE_LABELS):])
+                             for m, steps, _ in Compiled("gpu", _per_device).rows for _, parts, _ in steps]
 
     def describe(self) -> Iterator[Metric]:
         return describe("gpu")
@@ -57,26 +59,26 @@ class GpuCollector(Collector):
         })
         for snap in st.devices:
             d = snap.device
-            device = {"device": {
+            parts = {
                 "info": {(d.name, st.driver_version, st.cuda_version, d.mig_mode): 1},
                 "values": snap.values,
                 "clock_events": snap.clock_events,
                 "ecc": snap.ecc,
                 "remapped_rows": snap.remapped_rows,
-            }}
+            }
             base = d.labels()  # gpu, uuid (+ MIG labels), shared by the device's series
-            for m, steps in self._device_rows.rows:
-                fam = fams[m.name]
-                for _, parts in steps:
-                    value = device
-                    for part in parts:
-                        value = value.get(part) if value is not None else None
-                    if value is None:
-                        continue
-                    if not isinstance(value, (dict, MappingProxyType)):
-                        fam.add_sample(m.name, base, value)
-                        continue
-                    names = m.labels[len(DEVICE_LABELS):]
-                    for values, v in resolve(value, ()):
-                        fam.add_sample(m.name, {**base, **dict(zip(names, values))}, v)
+            for name, part, key, names in self._device_rows:
+                src, fam = parts[part], fams[name]
+                if key is not None:
+                    value = src.get(key)
+                    if value is not None:
+                        fam.add_sample(name, base, value)
+                    continue
+                if len(names) == 1:
+                    label = names[0]
+                    for k, value in sorted(src.items()):
+                        fam.add_sample(name, {**base, label: str(k)}, value)
+                else:
+                    for k, value in sorted(src.items()):
+                        fam.add_sample(name, {**base, **dict(zip(names, map(str, k)))}, value)
         return iter(fams.values())
