@@ -184,19 +184,44 @@ class Capacity:
 
 
 @dataclass(frozen=True, slots=True)
+class KvAllocation:
+    """The KV pool's start-up line: ``KV Cache is allocated. [dtype: D, ]#tokens: N, K size: X GB, V size: Y GB``.
+
+    Sources: ``mem_cache/memory_pool.py`` (in logs since 2025 at least, corpus 035; ``dtype`` since 2026; MLA pools
+    print ``KV size: X GB``
+    instead of K and V; some builds print no sizes). Printed by every TP rank; SGLang Omni's stages print it
+    through Omni's logging and never print the capacity line. A hybrid (SWA) pool prints one line per
+    sub-pool, the full pool last; a speculative draft model prints its own pool after the target's.
+
+    Attributes:
+        tokens: ``#tokens``: the pool's capacity in tokens (``max_total_num_tokens`` of the capacity line).
+        size_bytes: K + V (or MLA's KV) size in bytes (SGLang prints GiB as ``GB``); ``None`` when not printed.
+    """
+
+    origin: Origin
+    tokens: int
+    size_bytes: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ServerArgs:
     """The ``server_args=ServerArgs(...)`` start-up dump, reduced to the values the exporter uses.
 
     Attributes:
         decode_log_interval: ``decode_log_interval=`` (2024-10-30+): decode steps per Decode line.
-        chunked_prefill_size: ``chunked_prefill_size=`` (None when ``None`` or absent).
+        chunked_prefill_size: ``chunked_prefill_size=`` (None when ``None``, ``-1`` or absent).
         max_running_requests: ``max_running_requests=`` as configured (None when ``None``).
+        rank_sizes: Parallel sizes by rank tag, where printed: ``DP`` (``dp_size``), ``TP`` (``tp_size``),
+            ``PP`` (``pp_size``), ``EP`` (``ep_size``), ``ATTN_CP`` (``attn_cp_size``), ``MOE_DP``
+            (``moe_dp_size``). A rank tag is below its size, except that a router-managed DP server
+            (``SGLANG_DP_RANK``) prints ``dp_size=1`` and tags its lines ``DP<rank>``.
     """
 
     origin: Origin
     decode_log_interval: int | None = None
     chunked_prefill_size: int | None = None
     max_running_requests: int | None = None
+    rank_sizes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,11 +246,12 @@ class ReqTimeStats:
     attempts: int | None = None
 
 
-Event = PrefillBatch | DecodeBatch | Retraction | RetractAbort | Capacity | ServerArgs | ReqTimeStats
+Event = (PrefillBatch | DecodeBatch | Retraction | RetractAbort | Capacity | KvAllocation | ServerArgs
+         | ReqTimeStats)
 """Every event type the parser can return."""
 
 #: Line kinds used as the ``kind`` label of ``sglang_exporter_log_lines_total``.
-KINDS = ("prefill", "decode", "retraction", "retract_abort", "capacity", "server_args",
+KINDS = ("prefill", "decode", "retraction", "retract_abort", "capacity", "kv_allocation", "server_args",
          "req_time_stats", "other")
 
 #: Line kind of each event type (``other`` is a line that is no event).
@@ -235,6 +261,7 @@ KIND_OF = {
     Retraction: "retraction",
     RetractAbort: "retract_abort",
     Capacity: "capacity",
+    KvAllocation: "kv_allocation",
     ServerArgs: "server_args",
     ReqTimeStats: "req_time_stats",
 }

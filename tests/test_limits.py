@@ -18,6 +18,8 @@ from exporter.status import ExitStatus
     ("-1", False),
     ("nan", False),
     ("inf", False),
+    ("\uff15", False),              # a fullwidth 5: float() reads it, SGLang never prints it
+    ("0.\u0665", False),            # Arabic-Indic
 ])
 def test_parser_and_report_accept_the_same_values(text, accepted):
     line = f"[2026-01-01 00:00:00] Decode batch, #running-req: 1, #token: 1, token usage: 0.01, gen throughput (token/s): {text}, #queue-req: 0"

@@ -11,6 +11,7 @@ import pytest
 from exporter.events import (
     Capacity,
     DecodeBatch,
+    KvAllocation,
     PrefillBatch,
     ReqTimeStats,
     RetractAbort,
@@ -346,3 +347,176 @@ def test_rank_tags_are_normalised_and_bounded():
     assert parse_origin("[2026-01-01 10:00:00 DP007 TP03] ").replica == "TP3"
     assert parse_origin("[2026-01-01 10:00:00 DP" + "1" * 50 + " TP0] ").dp_rank == "0"
     assert parse_origin("[gpu_id=" + "1" * 50 + "] ").dp_rank == "0"
+
+
+# --- issue 12 item 1: a scheduler line glued after other output --------------------------------
+
+GLUED = [
+    ("Sure, here's what I'd suggest[2025-07-01 10:00:00] Decode batch. #running-req: 3, #token: 90, "
+     "token usage: 0.01, cuda graph: False, gen throughput (token/s): 100.00, #queue-req: 0",
+     DecodeBatch, {"running_req": 3, "kv.used_tokens": 90, "queue_req": 0, "origin.log_time": 1751364000.0}),
+    ("' done.[2025-07-01 10:00:01] Prefill batch. #new-seq: 1, #new-token: 8, #cached-token: 0, token usage: 0.00, "
+     "#running-req: 0, #queue-req: 0",
+     PrefillBatch, {"new_seq": 1, "new_token": 8, "origin.log_time": 1751364001.0}),
+    # model output with both quote kinds, glued before a tagged prefix and before SGLang Omni's prefix
+    ('He said "no" and \'yes\'[2026-07-21 10:00:00 DP3 TP3] Decode batch, #running-req: 7, #queue-req: 1',
+     DecodeBatch, {"running_req": 7, "origin.dp_rank": "3", "origin.replica": "TP3"}),
+    ("it's done2026-04-05 10:00:00,123 [WARNING] sglang_omni.engines.ar: KV cache pool is full. Retract requests. "
+     "#retracted_reqs: 2, #new_token_ratio: 0.5000 -> 0.7000",
+     Retraction, {"retracted_reqs": 2, "origin.log_time": 1775383200.123}),
+]
+
+
+@pytest.mark.parametrize("line,etype,expected", GLUED)
+def test_a_scheduler_line_glued_after_other_output_parses(line, etype, expected):
+    test_line_kinds(line, etype, expected)
+
+
+@pytest.mark.parametrize("line", [
+    # --log-requests repr of a prompt holding a bracketed time stamp and a title, closing quote after it
+    "[2026-09-13 16:05:58] Receive: text='x[2026-09-13 16:05:58] Decode batch, #running-req: 99999, "
+    "#queue-req: 0, zz: 1', sampling_params={}",
+    # the same without any logger prefix (a wrapper printing requests): the quote closes after the imitation
+    "prompt='x[2026-09-13 16:05:58] Decode batch, #running-req: 99999, #queue-req: 0, zz: 1'",
+    '{"text": "x[2026-09-13 16:05:58] Prefill batch, #new-seq: 9999, #new-token: 9, #queue-req: 0, a: b"}',
+    # the prompt's own time stamp sits inside the quotes: the record's stamp comes after a quote
+    "[2026-09-13 16:05:58] Finish: text='[2026-09-13 16:05:58] Decode batch, #running-req: 99999, #queue-req: 0",
+    "'10:00:00' [2026-09-13 16:05:58] Decode batch, #running-req: 99999, #queue-req: 0",
+    # a quote with no time stamp after it cannot be told from a prompt
+    "prompt: 'x] Decode batch, #running-req: 99999, #queue-req: 0",
+    "text='x: KV cache pool is full. Retract requests. #retracted_reqs: 500",
+])
+def test_a_quoted_prompt_with_a_time_stamp_and_a_title_forges_nothing(line):
+    assert parse_line(line) is None
+
+
+# --- item 2: SGLang's "not set" values on the capacity line ------------------------------------
+
+def test_capacity_line_with_chunked_prefill_off():
+    cap = parse_line("[2025-10-02 08:00:00] max_total_num_tokens=40960, chunked_prefill_size=-1, "
+                     "max_prefill_tokens=16384, max_running_requests=256, context_len=32768, available_gpu_mem=60.10 GB")
+    assert isinstance(cap, Capacity)
+    assert (cap.max_total_num_tokens, cap.max_running_requests, cap.context_len, cap.chunked_prefill_size,
+            cap.max_prefill_tokens) == (40960, 256, 32768, None, 16384)
+    cap = parse_line("[2025-10-02 08:00:00] max_total_num_tokens=40960, chunked_prefill_size=None, "
+                     "max_prefill_tokens=16384, max_running_requests=None, context_len=32768")
+    assert (cap.max_total_num_tokens, cap.chunked_prefill_size, cap.max_running_requests) == (40960, None, None)
+    for bad in ("chunked_prefill_size=-2", "chunked_prefill_size=x", "max_running_requests=-1.5"):
+        line = f"[2025-10-02 08:00:00] max_total_num_tokens=40960, {bad}, context_len=32768"
+        assert isinstance(parse_line(line), Malformed), bad
+    assert isinstance(parse_line("[2025-10-02 08:00:00] max_total_num_tokens=-1, context_len=1"), Malformed)
+
+
+# --- item 3: the KV-allocation line --------------------------------------------------------------
+
+@pytest.mark.parametrize("line,tokens,gib", [
+    ("[2026-07-10 11:00:00 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 500000, K size: 7.63 GB, "
+     "V size: 7.63 GB", 500000, 15.26),
+    ("[2025-05-15 11:59:26 TP1] KV Cache is allocated. #tokens: 334289, K size: 24.23 GB, V size: 24.23 GB",  # 035
+     334289, 48.46),
+    ("[2025-05-15 11:59:26 DP1 TP1] KV Cache is allocated. #tokens: 1005629, KV size: 65.23 GB", 1005629, 65.23),
+    ("2026-08-20 10:05:12,331 [INFO] sglang.srt.mem_cache.memory_pool: KV Cache is allocated. dtype: "
+     "torch.bfloat16, #tokens: 262144, K size: 12.00 GB, V size: 12.00 GB", 262144, 24.0),  # SGLang Omni
+    ("[2026-09-22 19:53:38] KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 914573", 914573, None),
+])
+def test_kv_allocation_line(line, tokens, gib):
+    ev = parse_line(line)
+    assert isinstance(ev, KvAllocation) and ev.tokens == tokens
+    assert ev.size_bytes == (None if gib is None else pytest.approx(gib * 2**30))
+
+
+@pytest.mark.parametrize("body", [
+    "#tokens: 1" + "0" * 20 + ", K size: 1 GB, V size: 1 GB", "#tokens: 100, K size: 1.2.3 GB, V size: 1 GB",
+    "#tokens: 100, KV size: inf GB", "#tokens: 100, K size: 1 GB", "#tokens: 100, KV size: 3 TB",
+    "dtype: torch.bfloat16, K size: 1 GB, V size: 1 GB", "#tokens: -5, KV size: 1 GB",
+])
+def test_damaged_kv_allocation_lines_are_malformed(body):
+    ev = parse_line(f"[2026-09-13 16:05:10] KV Cache is allocated. {body}")
+    assert isinstance(ev, Malformed) and ev.kind == "kv_allocation", ev
+
+
+# --- item 4: another program's line under a known title ------------------------------------------
+
+@pytest.mark.parametrize("line", [
+    "[2025-10-11 11:00:00] Prefill batch. #bid: 3, #cache_miss: 2",  # SGLang-JAX, beside its real prefill line
+    "[2025-10-11 11:00:00] Decode batch. #bid: 3, #cache_miss: 2",
+    "[2025-10-11 11:00:00] KV cache pool is full. Retract requests. #bid: 3",
+    "[2025-10-11 11:00:00] KV Cache is allocated. pool: host, layers: 4",
+])
+def test_a_foreign_body_under_a_known_title_is_ignored_not_malformed(line):
+    assert parse_line(line) is None
+
+
+def test_sglang_jax_real_lines_parse():
+    prefill = parse_line("[2025-10-11 11:00:00] Prefill batch. #new-seq: 3, #new-token: 96, #cached-token: 0, "
+                         "token usage: 0.01, #running-req: 4, #prefill per DP: [1, 2], #running per DP: [3, 1], "
+                         "#queue-req: 0, ")
+    assert isinstance(prefill, PrefillBatch) and (prefill.new_seq, prefill.queue_req) == (3, 0)
+    decode = parse_line("[2025-10-11 11:00:01] Decode batch. #running-req: 4, #token: 500, token usage: 0.02, "
+                        "#running-req per DP: [3, 1], accept-len 2.50, accept-ratio 0.60, "
+                        "gen throughput (token/s): 90.00, #queue-req: 0, #cache_miss: 1")
+    assert isinstance(decode, DecodeBatch)
+    assert (decode.running_req, decode.accept_len, decode.accept_rate) == (4, 2.5, 0.6)
+    unclosed = parse_line("[2025-10-11 11:00:00] Prefill batch. #new-seq: 3, #new-token: 96, #prefill per DP: [1, 2")
+    assert isinstance(unclosed, Malformed)
+
+
+# --- item 5: usage above 1 and non-ASCII digits ---------------------------------------------------
+
+@pytest.mark.parametrize("fragment", [
+    "token usage: 1.01", "#full token: 5, full token usage: 1.50, #swa token: 1, swa token usage: 0.10",
+    "mamba usage: 2.00", "gpu token usage: 1.2, cpu token usage: 0.5", "token usage: 0.5, pre-allocated usage: 1.30",
+])
+def test_usage_above_1_is_damage(fragment):
+    ev = parse_line(f"[2026-01-01 10:00:00 TP0] Decode batch, #running-req: 4, {fragment}, #queue-req: 1")
+    assert isinstance(ev, Malformed) and ev.kind == "decode", ev
+    ok = parse_line("[2026-01-01 10:00:00 TP0] Decode batch, #running-req: 4, token usage: 1.00, #queue-req: 1")
+    assert isinstance(ok, DecodeBatch) and ok.kv.pools == {"kv": 1.0}
+
+
+# Fullwidth and Arabic-Indic digits: int() and float() read them, SGLang never prints them.
+NON_ASCII = ["\uff15", "\u0665", "0.\u0665", "\uff10.\uff15"]
+
+
+@pytest.mark.parametrize("digits", NON_ASCII)
+@pytest.mark.parametrize("kind,template", [
+    ("decode", "[2026-01-01 10:00:00 TP0] Decode batch, #running-req: {d}, #queue-req: 1"),
+    ("decode", "[2026-01-01 10:00:00 TP0] Decode batch, #running-req: 4, token usage: {d}, #queue-req: 1"),
+    ("decode", "[2026-01-01 10:00:00 TP0] Decode batch, #running-req: 4, accept len: {d}, #queue-req: 1"),
+    ("decode", "[2026-01-01 10:00:00 TP0] Decode batch, #running-req: 4, gen throughput (token/s): {d}"),
+    ("prefill", "[2026-01-01 10:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: {d}, #queue-req: 1"),
+    ("retraction", "[2026-01-01 10:00:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, "
+                   "#new_token_ratio: {d} -> 0.3"),
+    ("capacity", "[2026-01-01 10:00:00 TP0] max_total_num_tokens={d}, context_len=8"),
+    ("kv_allocation", "[2026-01-01 10:00:00 TP0] KV Cache is allocated. #tokens: 10, KV size: {d} GB"),
+])
+def test_non_ascii_digits_are_damage_in_every_field(kind, template, digits):
+    ev = parse_line(template.format(d=digits))
+    assert isinstance(ev, Malformed) and ev.kind == kind, ev
+
+
+def test_non_ascii_digits_are_no_rank_time_or_regex_read_value():
+    assert parse_origin("[2026-01-01 10:00:00 DP\u0663 TP\uff15] ").dp_rank == "0"
+    assert parse_origin("[2026-01-01 10:00:00 DP\u0663 TP\uff15] ").replica == ""
+    fullwidth = "".join(chr(ord(c) + 0xFEE0) if c.isdigit() else c for c in "[2026-01-01 10:00:00] ")
+    assert parse_origin(fullwidth).log_time is None
+    half = parse_origin("[\uff12\uff10\uff12\uff16-01-01 10:00:00] ")  # the date is no date: time of day only
+    assert (half.log_time, half.time_of_day_only) == (36000.0, True)
+    assert parse_origin("[1\u0660:00:00 TP0] ").log_time is None
+    sa = parse_line("[2026-01-01 10:00:00] server_args=ServerArgs(decode_log_interval=\uff15, dp_size=\u0668, "
+                    "tp_size=2, chunked_prefill_size=\uff18)")
+    assert isinstance(sa, ServerArgs)
+    assert (sa.decode_log_interval, sa.chunked_prefill_size, sa.rank_sizes) == (None, None, {"TP": 2})
+    rts = parse_line("[2026-07-20 10:00:00 TP0] ReqTimeStats(rid=a, input_len=\uff15, type=unified): "
+                     "queue_duration=\u0665.0ms, forward_duration=1.00ms")
+    assert isinstance(rts, Malformed)
+    tail = parse_line("[2026-01-01 10:00:00 TP0] Decode batch [\uff15], #running-req: 4, #queue-req: 1")
+    assert isinstance(tail, Malformed)
+
+
+def test_server_args_rank_sizes():
+    sa = parse_line("[2026-01-01 10:00:00] server_args=ServerArgs(model_path='m', tp_size=8, pp_size=1, dp_size=8, "
+                    "attn_tp_size=1, moe_dp_size=2, ep_size=8, attn_cp_size=1, enable_dp_attention=True)")
+    assert sa.rank_sizes == {"DP": 8, "TP": 8, "PP": 1, "EP": 8, "ATTN_CP": 1, "MOE_DP": 2}
+    old = parse_line("server_args=ServerArgs(model_path='m', tp_size=2, dp_size=2, load_balance_method='round_robin')")
+    assert old.rank_sizes == {"DP": 2, "TP": 2}

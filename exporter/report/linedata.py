@@ -26,7 +26,7 @@ from ..limits import in_value_range
 
 def _value(text: str) -> float | None:
     """``text`` as a number the parser accepts too (:func:`~exporter.limits.in_value_range`), else ``None`` (never raises)."""
-    if len(text) > 40:  # also keeps int()/float() away from huge digit strings
+    if len(text) > 40 or not text.isascii():  # huge digit strings; non-ASCII digits, as in the parser
         return None
     try:
         x = float(text)

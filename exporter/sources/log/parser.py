@@ -29,6 +29,7 @@ from ...events import (
     Capacity,
     DecodeBatch,
     Event,
+    KvAllocation,
     KvUsage,
     PrefillBatch,
     ReqTimeStats,
@@ -62,18 +63,31 @@ class _Damaged(Exception):
 def _split_fields(body: str, sep: str = ", ") -> dict[str, str]:
     """Split a ``key: value`` body into a dict of raw strings.
 
-    Handles a trailing separator or blank, and the 2025-06/07 SWA form ``#token: full=F, swa=S,
+    Handles a trailing separator or blank; the 2025-06/07 SWA form ``#token: full=F, swa=S,
     token usage: full=A, swa=B`` (normalised to ``#full token``/``#swa token``/``full token
-    usage``/``swa token usage``). Raises :class:`_Damaged` on a part that is not ``key: value``.
+    usage``/``swa token usage``); a bracketed list value that holds the separator (SGLang-JAX's
+    ``#prefill per DP: [1, 2]``); and SGLang-JAX's ``accept-len X`` / ``accept-ratio X`` (read as
+    ``accept len`` / ``accept rate``). Raises :class:`_Damaged` on a part that is not ``key: value``.
     """
     body = body.strip().rstrip(",.").rstrip()
     fields: dict[str, str] = {}
     sub_base = ""
-    for part in body.split(sep):
+    lists = "[" in body
+    parts = iter(body.split(sep))
+    for part in parts:
         if not part:
             continue
         key, colon, value = part.partition(": ")
         if colon:
+            if lists and value.startswith("[") and "]" not in value:  # a list value split at its separators
+                rest = []
+                for more in parts:
+                    rest.append(more)
+                    if "]" in more:
+                        break
+                else:
+                    raise _Damaged(f"unclosed list: {part[:40]!r}")
+                value = sep.join((value, *rest))
             if "=" in value and key in ("#token", "token usage"):
                 sub_base = key
                 name, _, value = value.partition("=")
@@ -86,8 +100,16 @@ def _split_fields(body: str, sep: str = ", ") -> dict[str, str]:
         if eq and sub_base:
             fields[_sub_key(sub_base, name)] = value
             continue
+        name, blank, value = part.partition(" ")
+        if blank and name in _SPACED_KEYS:
+            fields[_SPACED_KEYS[name]] = value
+            continue
         raise _Damaged(f"field without value: {part[:40]!r}")
     return fields
+
+
+#: SGLang-JAX's Decode line prints ``accept-len 2.10, accept-ratio 0.50, `` (no colon).
+_SPACED_KEYS = {"accept-len": "accept len", "accept-ratio": "accept rate"}
 
 
 def _sub_key(base: str, pool: str) -> str:
@@ -104,7 +126,8 @@ def _int(value: str) -> int:
 def _float(value: str) -> float:
     """A finite number in ``0 <= x <`` :data:`~exporter.limits.MAX_VALUE` (a trailing ``%`` is dropped), else damage.
 
-    SGLang prints no negative, infinite or NaN ratio, rate or length; such a value is damage.
+    SGLang prints no negative, infinite or NaN ratio, rate or length, and only ASCII digits (``float``
+    itself would read ``٠.٥`` or ``０.５``); such a value is damage, as in every other field.
     """
     try:  # fast path: float() itself ignores surrounding blanks, as the rstrip below does
         result = float(value)
@@ -116,8 +139,16 @@ def _float(value: str) -> float:
             result = float(stripped)
         except ValueError:
             raise _Damaged(f"not a number: {value[:40]!r}") from None
-    if not in_value_range(result) or "_" in value:  # also false for NaN
+    if not in_value_range(result) or "_" in value or not value.isascii():  # also false for NaN
         raise _Damaged(f"out of range: {value[:40]!r}")
+    return result
+
+
+def _ratio(value: str) -> float:
+    """A usage ratio: :func:`_float` and at most 1 (SGLang prints used / capacity), else damage."""
+    result = _float(value)
+    if result > 1.0:
+        raise _Damaged(f"ratio above 1: {value[:40]!r}")
     return result
 
 
@@ -156,7 +187,7 @@ def _kv(fields: dict[str, str]) -> KvUsage:
     pools = {}
     for key, pool in _USAGE_POOL_ITEMS:  # in this order: it is the order of the exported series
         if key in fields:
-            pools[pool] = _float(fields[key])
+            pools[pool] = _ratio(fields[key])
     used = None
     for key in _USED_TOKENS:
         if key in fields:
@@ -190,19 +221,36 @@ def _required(fields: dict[str, str], *keys: str) -> str:
     raise _Damaged(f"missing {keys[0]}")
 
 
+def _foreign(fields: dict[str, str], known: frozenset[str]) -> bool:
+    """True for a well-formed body holding none of its title's fields: another program's line that
+    shares the title (SGLang-JAX's ``Prefill batch. #bid: 3, #cache_miss: 2``), not damage."""
+    return bool(fields) and fields.keys().isdisjoint(known)
+
+
+_KV_KEYS = frozenset({*_USAGE_POOL, *_USED_TOKENS, "#swa token", "#cpu token", "mamba num"})
+_PREFILL_KEYS = frozenset({"#new-seq", "#seq", "#new-token", "#new_token", "#cached-token", "#cached_token",
+                           "#running-req", "#running_req", "#queue-req", "#remaining_req", "#pending-token",
+                           "input throughput (token/s)", "cache hit rate", "tree_cache_hit_rate",
+                           *_PREFILL_PD, *_GRAPH_KEYS, *_KV_KEYS})
+_DECODE_KEYS = frozenset({"#running-req", "#queue-req", "accept len", "accept rate", "gen throughput (token/s)",
+                          "pre-allocated usage", *_DECODE_PD, *_GRAPH_KEYS, *_KV_KEYS})
+_RETRACTION_KEYS = frozenset({"#retracted_reqs", "#new_tokens_gained", "#new_token_ratio", "#aborted_retracted_reqs"})
+_KV_ALLOCATION_KEYS = frozenset({"#tokens", "dtype", "K size", "V size", "KV size"})
+
+
 def _skip_title_tail(line: str, j: int) -> int:
     """Skip an optional `` [iter]`` and the ``.``/``,`` separator after a batch title."""
     n = len(line)
     if line.startswith(" [", j):
         k = line.find("]", j + 2)
-        if k > 0 and line[j + 2:k].isdigit():
+        if k > 0 and line[j + 2:k].isdigit() and line[j + 2:k].isascii():
             j = k + 1
     if j < n and line[j] in ".,":
         j += 1
     return j
 
 
-def _prefill(line: str, start: int, j: int, period_body: bool = False) -> Event | Malformed:
+def _prefill(line: str, start: int, j: int, period_body: bool = False) -> Event | Malformed | None:
     origin = parse_origin(line[:start])
     mixed_running: int | None = None
     if line.startswith("(mixed #running-req: ", j):
@@ -217,6 +265,8 @@ def _prefill(line: str, start: int, j: int, period_body: bool = False) -> Event 
     j = _skip_title_tail(line, j)
     try:
         fields = _split_fields(line[j:], ". " if period_body else ", ")
+        if "#new-seq" not in fields and "#seq" not in fields and _foreign(fields, _PREFILL_KEYS):
+            return None
         # Most lines print no PD queue: one C-level disjointness test instead of six lookups.
         pd = ({} if fields.keys().isdisjoint(_PREFILL_PD) else
               {name: _int(fields[key]) for key, name in _PREFILL_PD.items() if key in fields})
@@ -238,11 +288,13 @@ def _prefill(line: str, start: int, j: int, period_body: bool = False) -> Event 
         return Malformed("prefill", str(exc))
 
 
-def _decode(line: str, start: int, j: int) -> Event | Malformed:
+def _decode(line: str, start: int, j: int) -> Event | Malformed | None:
     origin = parse_origin(line[:start])
     j = _skip_title_tail(line, j)
     try:
         fields = _split_fields(line[j:])
+        if "#running-req" not in fields and _foreign(fields, _DECODE_KEYS):
+            return None
         return DecodeBatch(
             origin=origin,
             running_req=_int(_required(fields, "#running-req")),
@@ -253,17 +305,19 @@ def _decode(line: str, start: int, j: int) -> Event | Malformed:
             gen_throughput=_opt_float(fields, "gen throughput (token/s)"),
             pd_queues=({} if fields.keys().isdisjoint(_DECODE_PD) else
                        {name: _int(fields[key]) for key, name in _DECODE_PD.items() if key in fields}),
-            preallocated_usage=_opt_float(fields, "pre-allocated usage"),
+            preallocated_usage=_ratio(fields["pre-allocated usage"]) if "pre-allocated usage" in fields else None,
             graph=_graph(fields),
         )
     except _Damaged as exc:
         return Malformed("decode", str(exc))
 
 
-def _retraction(line: str, start: int, j: int) -> Event | Malformed:
+def _retraction(line: str, start: int, j: int) -> Event | Malformed | None:
     origin = parse_origin(line[:start])
     try:
         fields = _split_fields(line[j:])
+        if "#retracted_reqs" not in fields and _foreign(fields, _RETRACTION_KEYS):
+            return None
         before = after = None
         ratio = fields.get("#new_token_ratio")
         if ratio is not None:
@@ -294,18 +348,57 @@ def _capacity(line: str, start: int) -> Event | Malformed:
         return Capacity(
             origin=origin,
             max_total_num_tokens=_int(values.get("max_total_num_tokens", "")),
-            max_running_requests=_opt_int(values, "max_running_requests"),
-            context_len=_opt_int(values, "context_len"),
-            chunked_prefill_size=_opt_int(values, "chunked_prefill_size"),
-            max_prefill_tokens=_opt_int(values, "max_prefill_tokens"),
+            max_running_requests=_opt_setting(values, "max_running_requests"),
+            context_len=_opt_setting(values, "context_len"),
+            chunked_prefill_size=_opt_setting(values, "chunked_prefill_size"),
+            max_prefill_tokens=_opt_setting(values, "max_prefill_tokens"),
         )
     except _Damaged as exc:
         return Malformed("capacity", str(exc))
 
 
+def _opt_setting(values: dict[str, str], key: str) -> int | None:
+    """An optional size of a start-up line: a count, or ``None`` when absent or printed as SGLang's
+    "not set" (``-1``, e.g. ``chunked_prefill_size=-1`` for chunked prefill off, or ``None``)."""
+    value = values.get(key)
+    if value is None or value in ("-1", "None"):
+        return None
+    return _int(value)
+
+
+def _gib(value: str) -> float:
+    """A size printed as ``X GB`` (SGLang divides by 2**30) in bytes, else damage."""
+    number, blank, unit = value.partition(" ")
+    if not blank or unit != "GB":
+        raise _Damaged(f"not a size: {value[:40]!r}")
+    return _float(number) * (1 << 30)
+
+
+def _kv_allocation(line: str, start: int, j: int) -> Event | Malformed | None:
+    try:
+        fields = _split_fields(line[j:])
+        if "#tokens" not in fields and _foreign(fields, _KV_ALLOCATION_KEYS):
+            return None
+        if "KV size" in fields:
+            size: float | None = _gib(fields["KV size"])
+        elif "K size" in fields or "V size" in fields:
+            size = _gib(_required(fields, "K size")) + _gib(_required(fields, "V size"))
+        else:
+            size = None
+        return KvAllocation(parse_origin(line[:start]), _int(_required(fields, "#tokens")), size)
+    except _Damaged as exc:
+        return Malformed("kv_allocation", str(exc))
+
+
 _SERVER_ARG = {
-    name: re.compile(rf"(?<![\w.]){name}=(-?\d{{1,9}}|None)(?!\d)")
+    name: re.compile(rf"(?<![\w.]){name}=(-?\d{{1,9}}|None)(?!\d)", re.ASCII)
     for name in ("decode_log_interval", "chunked_prefill_size", "max_running_requests")
+}
+#: Parallel sizes of ``server_args`` by the rank tag they bound (``docs/log-format.md#rank-tags``).
+_RANK_SIZE = {
+    tag: re.compile(rf"(?<![\w.]){name}=(\d{{1,6}})(?!\d)", re.ASCII)
+    for tag, name in (("DP", "dp_size"), ("TP", "tp_size"), ("PP", "pp_size"), ("EP", "ep_size"),
+                      ("ATTN_CP", "attn_cp_size"), ("MOE_DP", "moe_dp_size"))
 }
 
 
@@ -320,20 +413,26 @@ def _server_args(line: str, start: int) -> Event | Malformed:
     if interval is not None and not DECODE_LOG_INTERVAL_MIN <= interval <= DECODE_LOG_INTERVAL_MAX:
         return Malformed("server_args", f"decode_log_interval={interval}")
     chunk = values.get("chunked_prefill_size")
+    sizes = {}
+    for tag, pattern in _RANK_SIZE.items():
+        m = pattern.search(body)
+        if m and int(m.group(1)) > 0:
+            sizes[tag] = int(m.group(1))
     return ServerArgs(
         origin=parse_origin(line[:start]),
         decode_log_interval=interval,
         chunked_prefill_size=chunk if chunk is not None and chunk > 0 else None,
         max_running_requests=values.get("max_running_requests"),
+        rank_sizes=sizes,
     )
 
 
-_QUEUE_DURATION = re.compile(r"(?<![\w(])queue_duration=(-?\d{1,12}(?:\.\d{1,9})?)ms")
+_QUEUE_DURATION = re.compile(r"(?<![\w(])queue_duration=(-?\d{1,12}(?:\.\d{1,9})?)ms", re.ASCII)
 _REQ_INT = {
-    "input_len": re.compile(r"[(, ]input[ _]len=(\d{1,15})(?!\d)"),
-    "output_len": re.compile(r"[(, ]output[ _]len=(\d{1,15})(?!\d)"),
-    "cached_input_len": re.compile(r"[(, ]cached_input_len=(\d{1,15})(?!\d)"),
-    "attempts": re.compile(r"[(, ]attempts=(\d{1,15})(?!\d)"),
+    "input_len": re.compile(r"[(, ]input[ _]len=(\d{1,15})(?!\d)", re.ASCII),
+    "output_len": re.compile(r"[(, ]output[ _]len=(\d{1,15})(?!\d)", re.ASCII),
+    "cached_input_len": re.compile(r"[(, ]cached_input_len=(\d{1,15})(?!\d)", re.ASCII),
+    "attempts": re.compile(r"[(, ]attempts=(\d{1,15})(?!\d)", re.ASCII),
 }
 
 
@@ -396,6 +495,9 @@ def _parse(line: str) -> Event | Malformed | None:
     i = line.find("server_args=")
     if i >= 0 and starts_message(line, i):
         return _server_args(line, i)
+    i = line.find("KV Cache is allocated.")
+    if i >= 0 and starts_message(line, i):
+        return _kv_allocation(line, i, i + 22)
     i = line.find("Time Stats(")
     if i >= 4 and line.startswith("Req ", i - 4) and starts_message(line, i - 4):
         return _req_time_stats(line, i - 4, line.find("):", i))

@@ -14,10 +14,11 @@ import re
 from ...events import Origin
 
 _NO_ORIGIN = Origin()
-_RANK_TAG = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d{1,6})")
+# re.ASCII: ``\d`` is 0-9 only, as in every field (``DP١`` is no rank tag, ``２０２６-...`` no date).
+_RANK_TAG = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d{1,6})", re.ASCII)
 _REPLICA_ORDER = {"PP": 0, "ATTN_CP": 1, "MOE_DP": 2, "TP": 3, "EP": 4}
-_DATETIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
-_TIME_OF_DAY = re.compile(r"(?<!\d)(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?!\d)")
+_DATETIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?", re.ASCII)
+_TIME_OF_DAY = re.compile(r"(?<!\d)(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?!\d)", re.ASCII)
 _ORIGIN_CACHE: dict[str, Origin] = {}
 _ORIGIN_CACHE_MAX = 4096
 _ORIGIN_CACHE_KEY_MAX = 256
@@ -109,15 +110,18 @@ def starts_message(line: str, i: int) -> bool:
 
     That is the start of the line (after blanks), right after a ``]`` (SGLang's bracket, an inline
     ``[gpu_id=N]``, a fork's ``[file:line]``), or right after a ``:`` (a logger-name prefix). A title
-    found anywhere else, such as inside a logged request's text, is not a scheduler line; nor is one
-    whose prefix holds a quote or ``obj=``: that is a request logged by ``--log-requests`` (Python
-    repr or JSON) whose prompt imitates a scheduler line, and must not forge metrics.
+    found anywhere else, such as inside a logged request's text, is not a scheduler line.
+
+    A prefix holding ``obj=`` or a quote may be a request logged by ``--log-requests`` (Python repr or
+    JSON) whose prompt imitates a scheduler line; it must not forge metrics. ``obj=`` always refuses.
+    A quote is allowed only in text *glued* before the record (model output printed without a
+    newline, common in notebooks and ``2>&1`` pipes): every quote lies before the prefix's first time
+    stamp, and the rest of the line from the title on holds none. A quoted prompt fails one or the
+    other: its record's time stamp comes before the opening quote, and repr and JSON close the quote
+    after the imitation.
     """
     if i == 0:
         return True
-    prefix = line[:i]
-    if "'" in prefix or '"' in prefix or "obj=" in prefix:
-        return False
     j = i - 1
     if line[j] == " ":
         j -= 1
@@ -125,4 +129,27 @@ def starts_message(line: str, i: int) -> bool:
             j -= 1
         if j < 0:
             return True
-    return line[j] in "]:"
+    if line[j] not in "]:":
+        return False
+    prefix = line[:i]
+    if "obj=" in prefix:
+        return False
+    if "'" not in prefix and '"' not in prefix:
+        return True
+    return _glued(line, prefix, i)
+
+
+def _glued(line: str, prefix: str, i: int) -> bool:
+    """The quotes of ``prefix`` belong to output glued before the record (see :func:`starts_message`)."""
+    stamp = _DATETIME.search(prefix)
+    start = stamp.start() if stamp else len(prefix)
+    tod = _TIME_OF_DAY.search(prefix, 0, start)
+    if tod:
+        start = tod.start()
+    if start == len(prefix):
+        return False  # no time stamp: nothing tells a record's own prefix from quoted text
+    record = prefix[start:]
+    if "'" in record or '"' in record:
+        return False
+    rest = line[i:]
+    return "'" not in rest and '"' not in rest
