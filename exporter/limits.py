@@ -7,7 +7,10 @@ value. Each bound says why it is what it is.
 from __future__ import annotations
 
 #: Values a log field may take: ``0 <= x < MAX_VALUE``. SGLang prints no count, size, ratio or rate
-#: near this; a larger value is damage (and beyond 2**53 a float counter would stop counting).
+#: near this; a larger value is damage (and beyond 2**53 a float counter would stop counting). A
+#: figure derived from one line (decode tokens = ``#running-req`` x interval x ``accept len``, the
+#: queue integral's step, a recompute estimate) is held to the same bound: the scheduler state
+#: refuses the line rather than let one product poison a counter.
 MAX_VALUE = 1e15
 #: Digits of the longest count accepted (``MAX_VALUE`` has 16 digits, so 15 keep a count below it).
 MAX_COUNT_DIGITS = 15
@@ -53,7 +56,9 @@ DEFAULT_FPM_TIMEOUT = 5.0
 #: length held all along". The exporter and the report cap idle gaps alike.
 QUEUE_SAMPLE_MAX_GAP_SECONDS = 60.0
 
-#: Most schedulers tracked. Each adds about 150 series; real DP sizes are far below this.
+#: Most schedulers tracked, and so the bound of a DP rank tag when the log has no ``server_args``
+#: (every possible rank has a slot: garbage tags cannot lock real ranks out). Each scheduler adds
+#: at most about 550 series (the budget of docs/metrics.md); real DP sizes are far below this.
 MAX_SCHEDULERS = 256
 #: Most replicas (distinct PP/ATTN_CP/MOE_DP/TP/EP tag sets) tracked over all schedulers together
 #: (each holds its own counters and histograms, about 2 KB).

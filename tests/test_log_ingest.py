@@ -3,9 +3,13 @@ counted once by kind and result; damage and overflow are counted, never applied,
 
 from __future__ import annotations
 
+from conftest import samples, value
+from prometheus_client import CollectorRegistry, generate_latest
 from scheduler_support import DECODE, PREFILL, feed
 
 from exporter.limits import MAX_SCHEDULERS
+from exporter.scheduler.state import REJECT_REASONS
+from exporter.sources.log.collector import LogCollector
 
 
 def test_malformed_lines_are_counted_and_not_applied():
@@ -37,3 +41,33 @@ def test_an_event_that_cannot_be_applied_is_counted_and_loses_nothing_else(monke
             PREFILL.format(s=2, tags="", n=1, t=9, q=0)])
     assert p.stats.lines[("prefill", "parsed")] == 2 and p.stats.lines[("prefill", "malformed")] == 1
     assert p.store.states.schedulers["0"].replicas[""].prefill_computed_tokens == 14
+
+
+def _log_metrics(p) -> dict:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LogCollector(p.stats))
+    return samples(generate_latest(registry).decode())
+
+
+def test_refused_lines_are_counted_by_reason_in_a_metric():
+    m = _log_metrics(feed([]))
+    assert {r: value(m, "sglang_exporter_log_rejected_lines_total", reason=r) for r in REJECT_REASONS} == \
+        dict.fromkeys(REJECT_REASONS, 0)  # every reason is there from the start
+    p = feed(["[2026-09-13 16:05:00] server_args=ServerArgs(model_path='m', tp_size=2, dp_size=2)",
+              DECODE.format(s=0, tags=" DP5 TP0", r=1, t=1, q=0),
+              DECODE.format(s=0, tags=" DP1 TP1", r=10**14, t=1, q=0)])
+    m = _log_metrics(p)
+    assert value(m, "sglang_exporter_log_rejected_lines_total", reason="rank") == 1
+    assert value(m, "sglang_exporter_log_rejected_lines_total", reason="range") == 1
+    assert value(m, "sglang_exporter_log_lines_total", kind="decode", result="malformed") == 2
+
+
+def test_startup_facts_include_the_kv_allocation_line():
+    p = feed([])
+    head = ("[2026-07-10 11:00:00 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 500000, "
+            "K size: 7.63 GB, V size: 7.63 GB\n[2026-07-10 11:00:01 TP0] Prefill batch, #new-seq: 1, #new-token: 5\n")
+    assert p.startup_facts(head.encode()) == 1
+    snap = p.store.snapshot()
+    assert snap.schedulers[0].capacity.max_total_num_tokens == 500000
+    assert snap.schedulers[0].counter["prefill_batches"] == 0  # start-up facts move no counter
+    assert p.stats.lines[("kv_allocation", "parsed")] == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import value
 from scheduler_support import DECODE, PREFILL, RETRACT, feed, scrape
 
-from exporter.scheduler.state import QUEUE_SAMPLE_MAX_GAP_SECONDS
+from exporter.scheduler.state import BATCH_SIZE_BUCKETS, QUEUE_SAMPLE_MAX_GAP_SECONDS
 
 
 def test_retraction_printed_by_every_tp_rank_counts_once():
@@ -119,3 +119,116 @@ def test_capacity_of_dp0_applies_to_every_dp_rank():
     m = scrape(feed([cap, DECODE.format(s=0, tags=" DP3 TP3", r=1, t=1, q=0)]))
     assert value(m, "sglang_scheduler_max_total_tokens", dp_rank="3") == 1005629
     assert value(m, "sglang_scheduler_max_running_requests", dp_rank="3") == 3929
+
+
+# --- issue 12 item 2: capacity line with chunked prefill off -------------------------------------
+
+def test_capacity_gauges_with_chunked_prefill_off():
+    m = scrape(feed(["[2025-10-02 08:00:00] max_total_num_tokens=40960, chunked_prefill_size=-1, "
+                     "max_prefill_tokens=16384, max_running_requests=256, context_len=32768, "
+                     "available_gpu_mem=60.10 GB"]))
+    assert value(m, "sglang_scheduler_max_total_tokens", dp_rank="0") == 40960
+    assert value(m, "sglang_scheduler_max_running_requests", dp_rank="0") == 256
+    assert value(m, "sglang_scheduler_context_length", dp_rank="0") == 32768
+    assert value(m, "sglang_scheduler_chunked_prefill_size", dp_rank="0") is None
+
+
+def test_a_scheduler_known_only_from_a_start_up_line_exposes_every_bound_at_0():
+    m = scrape(feed(["[2025-10-02 08:00:00] max_total_num_tokens=40960, context_len=32768"]))
+    buckets = {dict(labels)["le"]: v for (name, labels), v in m.items()
+               if name == "sglang_scheduler_batch_size_bucket" and ("phase", "decode") in labels}
+    assert len(buckets) == len(BATCH_SIZE_BUCKETS) + 1 and set(buckets.values()) == {0}
+    assert buckets["1.0"] == 0 and buckets["+Inf"] == 0
+
+
+# --- item 3: KV Cache is allocated ------------------------------------------------------------------
+
+KV = "[2026-07-10 11:00:00{tags}] KV Cache is allocated. dtype: torch.bfloat16, #tokens: {n}, K size: 7.63 GB, V size: 7.63 GB"
+
+
+def test_kv_allocation_line_is_the_capacity_when_the_capacity_line_is_absent():
+    m = scrape(feed([KV.format(tags=" TP0", n=500000), KV.format(tags=" TP1", n=500000),
+                     DECODE.format(s=0, tags=" TP0", r=3, t=10, q=0)]))
+    assert value(m, "sglang_scheduler_max_total_tokens", dp_rank="0") == 500000
+    assert value(m, "sglang_scheduler_max_running_requests", dp_rank="0") is None  # the KV line has no ceiling
+    cap = "[2026-07-10 11:00:02] max_total_num_tokens=499000, max_prefill_tokens=16384, context_len=8192"
+    m = scrape(feed([KV.format(tags="", n=500000), cap]))
+    assert value(m, "sglang_scheduler_max_total_tokens", dp_rank="0") == 499000  # the capacity line wins
+
+
+def test_kv_allocation_of_a_hybrid_pool_takes_the_latest_the_full_pool():
+    # SGLang's SWAKVPool allocates the SWA pool first, then the full pool (max_total_num_tokens).
+    m = scrape(feed([KV.format(tags=" DP1 TP1", n=400000), KV.format(tags=" DP1 TP1", n=500000),
+                     DECODE.format(s=0, tags=" DP0 TP0", r=1, t=1, q=0)]))
+    assert value(m, "sglang_scheduler_max_total_tokens", dp_rank="1") == 500000
+    assert value(m, "sglang_scheduler_max_total_tokens", dp_rank="0") == 500000  # any scheduler's, when none own
+
+
+# --- item 5: derived products stay in range --------------------------------------------------------
+
+def test_extreme_fields_do_not_poison_the_decode_tokens_counter():
+    extreme = ("[2026-09-13 16:06:00] Decode batch, #running-req: 999999999999999, #token: 1, token usage: 0.5, "
+               "accept len: 99999999999999, gen throughput (token/s): 1.0, #queue-req: 0")
+    p = feed([DECODE.format(s=0, tags="", r=10, t=100, q=0), extreme, DECODE.format(s=1, tags="", r=10, t=100, q=0)])
+    m = scrape(p)
+    assert value(m, "sglang_scheduler_decode_tokens_total", dp_rank="0") == 2 * 10 * 40  # still counting
+    assert value(m, "sglang_scheduler_batch_size_count", dp_rank="0", phase="decode") == 2
+    assert p.stats.rejected["range"] == 1 and p.stats.lines[("decode", "malformed")] == 1
+
+
+def test_queue_and_recompute_products_stay_in_range():
+    huge_queue = DECODE.format(s=0, tags="", r=1, t=1, q=10**14)  # x 60 s would leave the range
+    p = feed([huge_queue, DECODE.format(s=1, tags="", r=1, t=1, q=5), DECODE.format(s=2, tags="", r=1, t=1, q=0)])
+    assert value(scrape(p), "sglang_scheduler_queue_request_seconds_total", dp_rank="0") == 5
+    assert p.stats.rejected["range"] == 1
+    fat = ("[2026-09-13 16:06:00] Decode batch, #running-req: 1, #token: 999999999999999, token usage: 0.5, "
+           "#queue-req: 0")
+    retract = "[2025-03-07 21:49:01 TP0] Decode out of memory happened. #retracted_reqs: {n}, #new_token_ratio: 0.1 -> 0.2"
+    p = feed([fat, retract.format(n=1), retract.format(n=2)])
+    m = scrape(p)
+    assert value(m, "sglang_scheduler_recomputed_tokens_total", dp_rank="0", method="estimated") == 999999999999999
+    assert value(m, "sglang_scheduler_retractions_total", dp_rank="0") == 1
+    assert p.stats.rejected["range"] == 1
+
+
+# --- issue 16 item 4: garbage rank tags never lock out real ranks ----------------------------------
+
+SERVER_ARGS = "[2026-09-13 16:05:00] server_args=ServerArgs(model_path='m', tp_size={tp}, dp_size={dp}, pp_size=1)"
+
+
+def test_ranks_beyond_dp_size_are_refused_and_real_ranks_keep_their_slots():
+    garbage = [DECODE.format(s=0, tags=f" DP{dp} TP0", r=1, t=1, q=0) for dp in range(8, 8 + 300)]
+    real = [DECODE.format(s=1, tags=f" DP{dp} TP{dp}", r=dp + 1, t=1, q=0) for dp in range(8)]
+    p = feed([SERVER_ARGS.format(tp=8, dp=8), *garbage, *real])
+    m = scrape(p)
+    assert sorted(p.store.states.schedulers, key=int) == [str(dp) for dp in range(8)]
+    assert all(value(m, "sglang_scheduler_running_requests", dp_rank=str(dp)) == dp + 1 for dp in range(8))
+    assert p.stats.rejected["rank"] == 300 and p.stats.lines[("decode", "malformed")] == 300
+
+
+def test_without_server_args_no_garbage_can_take_a_real_ranks_slot():
+    garbage = [DECODE.format(s=0, tags=f" DP{dp} TP0", r=1, t=1, q=0) for dp in range(1000, 1400)]
+    p = feed([*garbage, DECODE.format(s=1, tags=" DP7 TP0", r=5, t=1, q=0)])
+    assert list(p.store.states.schedulers) == ["7"]  # only ranks below 256 can exist: 256 slots for 256 ranks
+    assert p.stats.rejected["rank"] == 400
+
+
+def test_router_managed_dp_server_keeps_its_rank_beside_dp_size_1():
+    # SGLang's router launches each DP server with dp_size=1 and SGLANG_DP_RANK=3: every line says DP3.
+    cap = "[2026-09-13 16:05:02 DP3] max_total_num_tokens=1000, max_prefill_tokens=100, context_len=100"
+    p = feed([SERVER_ARGS.format(tp=1, dp=1), cap, DECODE.format(s=1, tags=" DP3", r=2, t=1, q=0),
+              DECODE.format(s=2, tags=" DP9", r=2, t=1, q=0)])
+    assert sorted(p.store.states.schedulers) == ["3"] and p.stats.rejected["rank"] == 1
+
+
+def test_replica_tags_beyond_their_size_are_refused():
+    lines = [SERVER_ARGS.format(tp=2, dp=1), DECODE.format(s=0, tags=" TP77", r=1, t=1, q=0),
+             DECODE.format(s=1, tags=" TP1", r=1, t=1, q=0)]
+    p = feed(lines)
+    assert list(p.store.states.schedulers["0"].replicas) == ["TP1"] and p.stats.rejected["rank"] == 1
+
+
+def test_several_servers_in_one_glob_bound_by_the_largest_dp_size():
+    p = feed([SERVER_ARGS.format(tp=1, dp=4), SERVER_ARGS.format(tp=1, dp=1),
+              DECODE.format(s=0, tags=" DP3", r=1, t=1, q=0)])
+    assert list(p.store.states.schedulers) == ["3"]

@@ -6,9 +6,9 @@ import threading
 
 from scheduler_support import DECODE, PREFILL, RETRACT
 
-from exporter.events import Capacity, Origin
+from exporter.events import Capacity, Origin, RetractAbort
 from exporter.limits import MAX_SCHEDULERS
-from exporter.scheduler.state import SchedulerStates
+from exporter.scheduler.state import HISTOGRAM_BOUNDS, SchedulerStates
 from exporter.scheduler.store import SchedulerStore
 from exporter.sources.log.parser import parse_line
 
@@ -17,12 +17,19 @@ def events(lines):
     return [parse_line(line) for line in lines]
 
 
-def test_apply_returns_only_the_events_it_could_not_apply():
+def test_apply_returns_only_the_events_it_could_not_apply_with_the_reason():
     store = SchedulerStore(SchedulerStates(40))
     many = events([DECODE.format(s=0, tags=f" DP{dp} TP0", r=1, t=1, q=0) for dp in range(MAX_SCHEDULERS + 3)])
     rejected = store.apply(many, wall=1.0)
-    assert rejected == many[MAX_SCHEDULERS:]
+    # Ranks 0..255 fill the 256 slots; a DP rank of 256 or more cannot have one: an impossible rank.
+    assert rejected == [(ev, "rank") for ev in many[MAX_SCHEDULERS:]]
     assert store.apply(events([RETRACT.format(s=1, tp=0, n=2)]), wall=2.0) == []
+
+
+def test_the_scheduler_cap_still_holds_for_identities_that_are_not_ranks():
+    store = SchedulerStore(SchedulerStates(40))
+    batch = [RetractAbort(Origin(f"stage{i}")) for i in range(MAX_SCHEDULERS + 2)]
+    assert store.apply(batch, wall=1.0) == [(ev, "schedulers") for ev in batch[MAX_SCHEDULERS:]]
 
 
 def test_an_event_that_raises_is_rejected_and_the_rest_applied(monkeypatch):
@@ -31,7 +38,7 @@ def test_an_event_that_raises_is_rejected_and_the_rest_applied(monkeypatch):
     monkeypatch.setattr(store.states, "apply",
                         lambda ev, wall=None: (_ for _ in ()).throw(ValueError) if ev.new_token == 7 else real(ev, wall))
     batch = events([PREFILL.format(s=i, tags="", n=1, t=t, q=0) for i, t in enumerate((5, 7, 9))])
-    assert store.apply(batch, wall=1.0) == [batch[1]]
+    assert store.apply(batch, wall=1.0) == [(batch[1], "error")]
     assert store.snapshot().schedulers[0].counter["prefill_computed_tokens"] == 14
 
 
@@ -49,7 +56,9 @@ def test_a_snapshot_is_a_copy_ordered_by_rank_with_the_effective_capacity():
     assert (dp2.latest["running_requests"], dp2.counter["decode_steps"]) == (3, 40)  # unchanged copy
     assert store.snapshot().schedulers[1].latest["running_requests"] == 9
     only_capacity = snap.schedulers[0]  # DP0 printed nothing but its capacity line
-    assert only_capacity.histogram["batch_size_decode"].cumulative == (0,)
+    for name, hist in only_capacity.histogram.items():  # every bound at 0, not +Inf alone: rate() sees
+        assert hist.bounds == HISTOGRAM_BOUNDS[name]     # the first observation
+        assert hist.cumulative == (0,) * (len(HISTOGRAM_BOUNDS[name]) + 1)
 
 
 def test_snapshots_and_applies_from_many_threads_never_see_half_a_batch():

@@ -24,6 +24,12 @@ LOG_ROWS = (
          "the log source's ingest step: each line parsed once (exporter/sources/log/ingest.py)",
          "Log lines read, by line kind and result (parsed; ignored: not a scheduler line; malformed: a "
          "scheduler line too damaged to apply)."),
+    _log("sglang_exporter_log_rejected_lines_total", COUNTER, ("reason",), "lines", "rejected",
+         "the scheduler state's checks (exporter/scheduler/state.py), counted by the ingest step",
+         "Scheduler lines parsed but refused (also counted as malformed), by reason: rank (a rank tag the "
+         "server cannot have: at or above dp_size of server_args, or another size it prints), schedulers "
+         "or replicas (beyond 256 schedulers or 4096 replicas), range (a derived figure out of range, "
+         "e.g. decode tokens of #running-req x interval x accept len), error (failed to apply)."),
     _log("sglang_exporter_log_bytes_read_total", COUNTER, ("path",), "bytes", "files.*.bytes_read", _TAILER,
          "Bytes read from a followed log file."),
     _log("sglang_exporter_log_file_opens_total", COUNTER, ("path",), "opens", "files.*.opens", _TAILER,

@@ -14,6 +14,22 @@ The counting rule (the scheduler's story must not be inflated by replicas):
   replica's own cumulative value. A retraction printed by 8 TP ranks counts once, and a sidecar that
   sees only ranks 8-15 of a 16-rank group still counts right.
 * Gauges take the latest line of any replica.
+
+What is refused (:meth:`SchedulerStates.apply` returns the reason, :data:`REJECT_REASONS`):
+
+* ``rank``: a rank tag the server cannot have. A DP rank must be below the largest ``dp_size`` of
+  the log's ``server_args`` lines, or at most the highest DP rank that printed a start-up line
+  (capacity, ``KV Cache is allocated``: a router-managed DP server prints ``dp_size=1`` and tags its
+  lines ``DP<rank>``); without ``server_args``, below :data:`MAX_SCHEDULERS`. So garbage tags can
+  never take the slots of real ranks. PP, ATTN_CP, MOE_DP, TP and EP tags are bounded the same way
+  by their sizes where ``server_args`` prints them.
+* ``schedulers`` / ``replicas``: a new scheduler or replica beyond :data:`MAX_SCHEDULERS` /
+  :data:`MAX_REPLICAS`.
+* ``range``: a line whose derived figure would leave the value range of a field
+  (:func:`~exporter.limits.in_value_range`): decode tokens (``#running-req`` x interval x
+  ``accept len``), the queue integral's worst step (``#queue-req`` x 60 s) or a recompute estimate.
+  One such line would otherwise leave a counter so large that later increments vanish in its
+  rounding (its rate would read 0 until restart).
 """
 
 from __future__ import annotations
@@ -25,6 +41,7 @@ from ..events import (
     Capacity,
     DecodeBatch,
     Event,
+    KvAllocation,
     Origin,
     PrefillBatch,
     ReqTimeStats,
@@ -33,7 +50,13 @@ from ..events import (
     ServerArgs,
 )
 from .. import metrics
-from ..limits import DEFAULT_DECODE_LOG_INTERVAL, MAX_REPLICAS, MAX_SCHEDULERS, QUEUE_SAMPLE_MAX_GAP_SECONDS
+from ..limits import (
+    DEFAULT_DECODE_LOG_INTERVAL,
+    MAX_REPLICAS,
+    MAX_SCHEDULERS,
+    MAX_VALUE,
+    QUEUE_SAMPLE_MAX_GAP_SECONDS,
+)
 from .histogram import Histogram
 
 #: Bucket bounds, declared with their metrics in the metric table.
@@ -86,9 +109,19 @@ COUNTER_FIELDS = (
     "recomputed_tokens_estimated", "prefill_computed_tokens", "prefill_cached_tokens",
     "decode_tokens", "admitted_requests", "queue_request_seconds",
 )
-#: Histogram attributes of :class:`ReplicaCounters`.
-HISTOGRAM_FIELDS = ("batch_size_prefill", "batch_size_decode", "kv_usage_prefill", "kv_usage_decode",
-                    "prefill_tokens", "queue_wait")
+#: Histogram attributes of :class:`ReplicaCounters`, and their bounds.
+HISTOGRAM_BOUNDS = {
+    "batch_size_prefill": BATCH_SIZE_BUCKETS, "batch_size_decode": BATCH_SIZE_BUCKETS,
+    "kv_usage_prefill": KV_USAGE_BUCKETS, "kv_usage_decode": KV_USAGE_BUCKETS,
+    "prefill_tokens": PREFILL_TOKEN_BUCKETS, "queue_wait": QUEUE_WAIT_BUCKETS,
+}
+HISTOGRAM_FIELDS = tuple(HISTOGRAM_BOUNDS)
+
+#: Why :meth:`SchedulerStates.apply` refused an event (the ``reason`` label of
+#: ``sglang_exporter_log_rejected_lines_total``; ``error`` is an event that raised while applied).
+REJECT_REASONS = ("rank", "schedulers", "replicas", "range", "error")
+#: Events printed once at a scheduler's start-up: the ranks they carry are real ranks.
+_STARTUP = (Capacity, KvAllocation)
 
 
 @dataclass(slots=True)
@@ -101,6 +134,7 @@ class SchedulerState:
         kv_pools: Latest ``token usage`` per pool (``kv``, ``full``, ``swa``, ``mamba``, ``gpu``, ``cpu``).
         pd_queues: Latest PD queue lengths by queue name.
         capacity: The scheduler's own start-up capacity line, if it printed one.
+        kv_allocation: The scheduler's latest ``KV Cache is allocated`` line, if it printed one.
         mean_tokens_per_running_req: ``#token / #running-req`` of the latest Decode line: the basis of
             the recompute estimate for retraction lines without ``#new_tokens_gained``.
         last_stats_wall: Wall-clock time (s since epoch) the latest Prefill/Decode line was read.
@@ -111,6 +145,7 @@ class SchedulerState:
     kv_pools: dict[str, float] = field(default_factory=dict)
     pd_queues: dict[str, float] = field(default_factory=dict)
     capacity: Capacity | None = None
+    kv_allocation: KvAllocation | None = None
     mean_tokens_per_running_req: float | None = None
     last_stats_wall: float | None = None
 
@@ -129,10 +164,11 @@ class SchedulerState:
 
         Returns:
             ``(bounds, cumulative_counts_with_inf_last, sum)``; ``sum`` is the maximum of the
-            replicas' sums.
+            replicas' sums. A scheduler without replicas yet (it printed only a start-up line) has
+            every bound at 0, so that ``rate()`` sees its first observation.
         """
         hists = [getattr(r, name) for r in self.replicas.values()]
-        bounds = hists[0].bounds if hists else ()
+        bounds = HISTOGRAM_BOUNDS[name]
         best = [0] * (len(bounds) + 1)
         total = 0.0
         for h in hists:
@@ -141,6 +177,20 @@ class SchedulerState:
                     best[i] = c
             total = max(total, h.total)
         return bounds, best, total
+
+
+def _queue_in_range(queue: int | None) -> bool:
+    """Whether the queue integral's largest step from this ``#queue-req`` (x the 60 s gap cap) is in range."""
+    return queue is None or queue * QUEUE_SAMPLE_MAX_GAP_SECONDS < MAX_VALUE
+
+
+def _replica_tags(replica: str) -> list[tuple[str, str]]:
+    """``"PP1 TP03"`` -> ``[("PP", "1"), ("TP", "03")]``: the tags of ``Origin.replica``."""
+    out = []
+    for token in replica.split():
+        tag = token.rstrip("0123456789")
+        out.append((tag, token[len(tag):]))
+    return out
 
 
 class SchedulerStates:
@@ -159,6 +209,11 @@ class SchedulerStates:
         self.configured_decode_log_interval = decode_log_interval
         self.server_args: ServerArgs | None = None
         self.capacity: Capacity | None = None
+        self.kv_allocation: KvAllocation | None = None
+        #: Largest size per rank tag over every ``server_args`` line (several servers may share a glob).
+        self.rank_sizes: dict[str, int] = {}
+        #: Highest value per rank tag seen on a start-up line (:data:`_STARTUP`).
+        self.startup_ranks: dict[str, int] = {}
         self._clock = clock
 
     @property
@@ -198,7 +253,18 @@ class SchedulerStates:
         """
         return sched.capacity or self.capacity
 
-    def apply(self, event: Event, wall: float | None = None) -> bool:
+    def capacity_in_effect(self, sched: SchedulerState) -> Capacity | None:
+        """:meth:`effective_capacity`, else a capacity of ``#tokens`` only from the ``KV Cache is
+        allocated`` line (the scheduler's own, else the latest of any scheduler): what the capacity
+        gauges show. SGLang Omni's stages never print the capacity line, only the KV line.
+        """
+        cap = self.effective_capacity(sched)
+        if cap is not None:
+            return cap
+        alloc = sched.kv_allocation or self.kv_allocation
+        return None if alloc is None else Capacity(alloc.origin, alloc.tokens)
+
+    def apply(self, event: Event, wall: float | None = None) -> str | None:
         """Apply one event.
 
         Args:
@@ -206,38 +272,79 @@ class SchedulerStates:
             wall: Wall-clock time the line was read; defaults to the clock.
 
         Returns:
-            False when the event was dropped because it names a new scheduler beyond
-            :data:`MAX_SCHEDULERS` or a new replica beyond :data:`MAX_REPLICAS` (garbage rank tags
-            must not grow the series or the memory without bound); True otherwise.
+            ``None`` when applied; else why it was refused, one of :data:`REJECT_REASONS` (see the
+            module docstring): an impossible rank tag, a new scheduler or replica beyond the caps
+            (garbage must not grow the series or the memory without bound), or a derived figure out
+            of range. A refused event changes nothing.
         """
         origin = event.origin
+        kind = type(event)
         s = self.schedulers.get(origin.dp_rank)
-        if s is None:
-            if len(self.schedulers) >= MAX_SCHEDULERS:
-                return False
-        if (s is None or origin.replica not in s.replicas) and self.replica_count >= MAX_REPLICAS:
-            return False
+        if kind is not ServerArgs:  # every other event belongs to a scheduler, and most to a replica
+            if s is None:
+                if not self._rank_possible("DP", origin.dp_rank, kind in _STARTUP):
+                    return "rank"
+                if len(self.schedulers) >= MAX_SCHEDULERS:
+                    return "schedulers"
+            if kind not in _STARTUP and (s is None or origin.replica not in s.replicas):
+                for tag, value in _replica_tags(origin.replica):
+                    if not self._rank_possible(tag, value, False):
+                        return "rank"
+                if self.replica_count >= MAX_REPLICAS:
+                    return "replicas"
         if wall is None:
             wall = self._clock()
-        kind = type(event)
         if kind is DecodeBatch:
-            self._decode(event, wall)
-        elif kind is PrefillBatch:
-            self._prefill(event, wall)
-        elif kind is Retraction:
-            self._retraction(event)
-        elif kind is Capacity:
+            return self._decode(event, wall)
+        if kind is PrefillBatch:
+            return self._prefill(event, wall)
+        if kind is Retraction:
+            return self._retraction(event, s)
+        if kind is Capacity:
             self.capacity = event
-            self.scheduler(event.origin.dp_rank).capacity = event
+            self.scheduler(origin.dp_rank).capacity = event
+            self._note_startup_ranks(origin)
+        elif kind is KvAllocation:
+            self.kv_allocation = event
+            self.scheduler(origin.dp_rank).kv_allocation = event
+            self._note_startup_ranks(origin)
         elif kind is ServerArgs:
             self.server_args = event
+            for tag, size in event.rank_sizes.items():
+                if size > self.rank_sizes.get(tag, 0):
+                    self.rank_sizes[tag] = size
         elif kind is ReqTimeStats:
             if event.queue_duration >= 0:
-                s = self.scheduler(event.origin.dp_rank)
-                s.replica(event.origin.replica).queue_wait.observe(event.queue_duration)
+                s = self.scheduler(origin.dp_rank)
+                s.replica(origin.replica).queue_wait.observe(event.queue_duration)
         elif kind is RetractAbort:
-            self.scheduler(event.origin.dp_rank).replica(event.origin.replica).retract_aborts += 1
-        return True
+            self.scheduler(origin.dp_rank).replica(origin.replica).retract_aborts += 1
+        return None
+
+    # -- what is refused -------------------------------------------------------------------------
+
+    def _rank_possible(self, tag: str, value: str, startup: bool) -> bool:
+        """Whether a new scheduler or replica may carry rank ``value`` of ``tag`` (module docstring).
+
+        A start-up line may name any DP rank below :data:`MAX_SCHEDULERS`: it is what makes a rank
+        real. A value that is not a plain number (no tag of SGLang's) is not bounded here.
+        """
+        if not (value.isdigit() and value.isascii()):
+            return True
+        rank = int(value)
+        if tag == "DP" and rank >= MAX_SCHEDULERS:
+            return False
+        size = self.rank_sizes.get(tag)
+        if startup or size is None:
+            return True
+        return rank < size or rank <= self.startup_ranks.get(tag, -1)
+
+    def _note_startup_ranks(self, origin: Origin) -> None:
+        """Raise the highest real rank per tag from a start-up line's tags."""
+        ranks = self.startup_ranks
+        for tag, value in (("DP", origin.dp_rank), *_replica_tags(origin.replica)):
+            if value.isdigit() and value.isascii() and int(value) > ranks.get(tag, -1):
+                ranks[tag] = int(value)
 
     # -- per kind -------------------------------------------------------------------------------
 
@@ -282,15 +389,18 @@ class SchedulerStates:
             s.pd_queues.update(ev.pd_queues)
         s.last_stats_wall = wall
 
-    def _decode(self, ev: DecodeBatch, wall: float) -> None:
-        s = self.scheduler(ev.origin.dp_rank)
-        r = s.replica(ev.origin.replica)
+    def _decode(self, ev: DecodeBatch, wall: float) -> str | None:
         interval = self.decode_log_interval
         running = ev.running_req
+        tokens = running * interval * (ev.accept_len or 1.0)
+        if not (tokens < MAX_VALUE and _queue_in_range(ev.queue_req)):
+            return "range"
+        s = self.scheduler(ev.origin.dp_rank)
+        r = s.replica(ev.origin.replica)
         r.decode_lines += 1
         r.decode_steps += interval
         r.batch_size_decode.observe(running)
-        r.decode_tokens += running * interval * (ev.accept_len if ev.accept_len else 1.0)
+        r.decode_tokens += tokens
         top = ev.kv.max_device_ratio
         if top is not None:
             r.kv_usage_decode.observe(top)
@@ -307,8 +417,11 @@ class SchedulerStates:
             g["pd_preallocated_usage_ratio"] = ev.preallocated_usage
         if ev.kv.used_tokens is not None and running > 0:
             s.mean_tokens_per_running_req = ev.kv.used_tokens / running
+        return None
 
-    def _prefill(self, ev: PrefillBatch, wall: float) -> None:
+    def _prefill(self, ev: PrefillBatch, wall: float) -> str | None:
+        if not _queue_in_range(ev.queue_req):
+            return "range"
         s = self.scheduler(ev.origin.dp_rank)
         r = s.replica(ev.origin.replica)
         r.prefill_batches += 1
@@ -331,8 +444,13 @@ class SchedulerStates:
             g["pending_tokens"] = ev.pending_token
         if ev.input_throughput is not None:
             g["input_throughput"] = ev.input_throughput
+        return None
 
-    def _retraction(self, ev: Retraction) -> None:
+    def _retraction(self, ev: Retraction, s: SchedulerState | None) -> str | None:
+        mean = s.mean_tokens_per_running_req if s is not None else None
+        estimate = ev.retracted_reqs * mean if ev.new_tokens_gained is None and mean is not None else None
+        if estimate is not None and not estimate < MAX_VALUE:
+            return "range"
         s = self.scheduler(ev.origin.dp_rank)
         r = s.replica(ev.origin.replica)
         r.retractions += 1
@@ -340,7 +458,8 @@ class SchedulerStates:
         if ev.new_tokens_gained is not None:
             r.retraction_freed_tokens += ev.new_tokens_gained
             r.recomputed_tokens_gained += ev.new_tokens_gained
-        elif s.mean_tokens_per_running_req is not None:
-            r.recomputed_tokens_estimated += ev.retracted_reqs * s.mean_tokens_per_running_req
+        elif estimate is not None:
+            r.recomputed_tokens_estimated += estimate
         if ev.new_token_ratio_after is not None:
             s.gauges["new_token_ratio"] = ev.new_token_ratio_after
+        return None

@@ -48,7 +48,8 @@ class SchedulerView:
         latest: Latest-line values: the gauges of ``SchedulerState.gauges`` by key, plus
             ``kv_pools`` (pool -> usage ratio) and ``pd_queues`` (queue -> requests). A collector
             withholds them once the scheduler has been idle too long.
-        capacity: The effective start-up capacity line (:meth:`SchedulerStates.effective_capacity`).
+        capacity: The start-up capacity in effect (:meth:`SchedulerStates.capacity_in_effect`): the
+            capacity line, else ``#tokens`` of a ``KV Cache is allocated`` line.
         decode_log_interval: Decode steps per Decode line in effect.
         last_stats_wall: Wall-clock time (s since epoch) the latest Prefill/Decode line was read.
     """
@@ -85,7 +86,7 @@ class SchedulerStore:
         self.states = states if states is not None else SchedulerStates()
         self.lock = threading.Lock()
 
-    def apply(self, events: Sequence[Event], wall: float) -> list[Event]:
+    def apply(self, events: Sequence[Event], wall: float) -> list[tuple[Event, str]]:
         """Apply events in order, atomically for readers (a scrape never sees half of them).
 
         Args:
@@ -93,22 +94,24 @@ class SchedulerStore:
             wall: Wall-clock time (s since epoch) the source read them.
 
         Returns:
-            The events that were not applied: beyond the scheduler or replica caps
-            (:data:`~exporter.limits.MAX_SCHEDULERS`, :data:`~exporter.limits.MAX_REPLICAS`), or
-            failing to apply (logged; one event must never lose the rest). Usually empty.
+            ``(event, reason)`` for each event that was not applied, reason one of
+            :data:`~exporter.scheduler.state.REJECT_REASONS`: an impossible rank, beyond the
+            scheduler or replica caps (:data:`~exporter.limits.MAX_SCHEDULERS`,
+            :data:`~exporter.limits.MAX_REPLICAS`), a derived figure out of range, or ``error``
+            (it raised while applied: logged; one event must never lose the rest). Usually empty.
         """
-        rejected: list[Event] = []
+        rejected: list[tuple[Event, str]] = []
         with self.lock:
             apply = self.states.apply
             for ev in events:
                 try:
-                    applied = apply(ev, wall)
+                    reason = apply(ev, wall)
                 except Exception:  # defence in depth: one event must never lose the rest
                     log.warning("could not apply a %s event; counted as malformed", type(ev).__name__,
                                 exc_info=True)
-                    applied = False
-                if not applied:
-                    rejected.append(ev)
+                    reason = "error"
+                if reason is not None:
+                    rejected.append((ev, reason))
         return rejected
 
     def snapshot(self) -> SchedulerSnapshot:
@@ -118,7 +121,7 @@ class SchedulerStore:
             scheds = sorted(st.schedulers.items(), key=lambda kv: (len(kv[0]), kv[0]))
             interval = st.decode_log_interval
             return SchedulerSnapshot(tuple(
-                _view((dp,), s, st.effective_capacity(s), interval) for dp, s in scheds))
+                _view((dp,), s, st.capacity_in_effect(s), interval) for dp, s in scheds))
 
 
 def _view(identity: tuple[str, ...], s: SchedulerState, capacity: Capacity | None,

@@ -1,5 +1,6 @@
-"""The log source's collector: ``sglang_exporter_log_*`` (files, globs, watch mode, lines by kind),
-built from the metric table (:mod:`exporter.metrics.exporter`) over a :meth:`LogStats.snapshot`."""
+"""The log source's collector: ``sglang_exporter_log_*`` (files, globs, watch mode, lines by kind,
+refused lines by reason), built from the metric table (:mod:`exporter.metrics.exporter`) over a
+:meth:`LogStats.snapshot`."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ class LogCollector(Collector):
         snap = self.stats.snapshot()
         view = {
             "lines": snap.lines,
+            "rejected": snap.rejected,
             "files": {path_label(path): fs for path, fs in snap.files.items()},
             "patterns": {path_label(pattern): n for pattern, n in snap.patterns.items()},
             "watch_mode": {snap.watch_mode: 1} if snap.watch_mode is not None else {},

@@ -12,12 +12,15 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from ...events import KIND_OF, Capacity, ServerArgs
+from ...events import KIND_OF, Capacity, KvAllocation, ServerArgs
 from ...scheduler.store import SchedulerStore
 from .parser import Malformed, parse_line
 from .stats import LogStats
 
 log = logging.getLogger(__name__)
+
+#: Event types of the start-up facts applied from the skipped head of a log (:meth:`Ingest.startup_facts`).
+STARTUP_EVENTS = (Capacity, KvAllocation, ServerArgs)
 
 
 class Ingest:
@@ -40,7 +43,8 @@ class Ingest:
 
         Each line is counted once in ``LogStats.lines``: ``(kind, "parsed")`` when its event was
         applied, ``(kind, "malformed")`` when its kind was recognised but the line is damaged or its
-        event was rejected by the store (beyond the scheduler/replica caps), ``("other",
+        event was refused by the store (then also in ``LogStats.rejected`` by reason: an impossible
+        rank, beyond the scheduler/replica caps, a derived figure out of range), ``("other",
         "ignored")`` when it is no scheduler line.
 
         Returns:
@@ -75,12 +79,13 @@ class Ingest:
                 counts[(kind, "malformed")] += 1
             for t, n in by_type.items():
                 counts[(KIND_OF[t], "parsed")] += n
-            for ev in rejected:
+            for ev, reason in rejected:
                 kind = KIND_OF[type(ev)]
                 counts[(kind, "parsed")] -= 1
                 counts[(kind, "malformed")] += 1
-                log.debug("dropped %s line of scheduler DP%s: too many schedulers or replicas",
-                          kind, ev.origin.dp_rank)
+                stats.rejected[reason] += 1
+                log.debug("refused %s line of scheduler DP%s %s: %s", kind, ev.origin.dp_rank,
+                          ev.origin.replica, reason)
             stats.last_line_wall = wall
         return len(parsed)
 
@@ -89,8 +94,9 @@ class Ingest:
 
         When the exporter starts at the end of an existing log (the default, so nothing is counted
         twice), the server's start-up lines lie before that point; yet the capacity line
-        (``max_total_num_tokens=...``) and ``server_args=`` describe the running server. This applies
-        those two kinds only: no counter moves and the lines are not counted as read.
+        (``max_total_num_tokens=...``), ``KV Cache is allocated`` and ``server_args=`` describe the
+        running server. This applies those three kinds only: no counter moves and the lines are not
+        counted as read.
 
         Args:
             head: Raw bytes of the skipped part of the file (the tailer passes its head).
@@ -100,9 +106,9 @@ class Ingest:
         """
         events = []
         for line in head.decode("utf-8", "replace").splitlines():
-            if "max_total_num_tokens=" in line or "server_args=" in line:
+            if "max_total_num_tokens=" in line or "server_args=" in line or "KV Cache is allocated" in line:
                 ev = parse_line(line)
-                if type(ev) in (Capacity, ServerArgs):
+                if type(ev) in STARTUP_EVENTS:
                     events.append(ev)
         if events:
             self.store.apply(events, self._clock())

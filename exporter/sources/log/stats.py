@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from ...events import KINDS
+from ...scheduler.state import REJECT_REASONS
 
 
 @dataclass(slots=True)
@@ -44,6 +45,8 @@ class LogSnapshot:
         patterns: Glob pattern -> files it matched at the latest check, sorted by pattern.
         watch_mode: How the follower notices changes (``inotify``/``poll``), ``None`` without one.
         lines: ``(kind, result)`` -> lines, result in ``parsed``/``ignored``/``malformed``.
+        rejected: reason -> scheduler lines parsed but refused by the scheduler state (also counted
+            as malformed in ``lines``); reasons of :data:`~exporter.scheduler.state.REJECT_REASONS`.
         last_line_wall: Wall-clock time (s since epoch) of the latest line read, or ``None``.
     """
 
@@ -51,6 +54,7 @@ class LogSnapshot:
     patterns: dict[str, int]
     watch_mode: str | None
     lines: dict[tuple[str, str], int]
+    rejected: dict[str, int]
     last_line_wall: float | None
 
 
@@ -61,6 +65,7 @@ class LogStats:
         lock: Guards the dictionaries and the line counts; ``FileStats`` fields are plain integers
             written by the follower thread alone.
         lines: Lines per ``(kind, result)``; every kind starts at 0 so that each series exists.
+        rejected: Refused scheduler lines per reason; every reason starts at 0.
         files: :class:`FileStats` per followed path.
         patterns: Files each followed glob matched at the latest check.
         watch_mode: ``"inotify"`` or ``"poll"`` while a follower runs, else ``None``.
@@ -76,6 +81,7 @@ class LogStats:
             else:
                 self.lines[(kind, "parsed")] = 0
                 self.lines[(kind, "malformed")] = 0
+        self.rejected: Counter[str] = Counter(dict.fromkeys(REJECT_REASONS, 0))
         self.files: dict[str, FileStats] = {}
         self.patterns: dict[str, int] = {}
         self.watch_mode: str | None = None
@@ -112,5 +118,6 @@ class LogStats:
                 patterns=dict(sorted(self.patterns.items())),
                 watch_mode=self.watch_mode,
                 lines=dict(sorted(self.lines.items())),
+                rejected=dict(self.rejected),
                 last_line_wall=self.last_line_wall,
             )
