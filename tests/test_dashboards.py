@@ -325,7 +325,7 @@ def test_panels_tile_the_grid():
 def test_on_call_row_figures_on_known_series(promtool, tmp_path):
     """promtool evaluates the four stat queries, through the recording rules, on series with known
     answers. Pod p (the sidecar only): 3 retractions per 100 batches, KV at 97%, a decode batch p50 of
-    80 (10 steps per minute in the (64, 96] bucket) under a ceiling of 2048, and 120 request-seconds of
+    80 (10 steps per minute, half in the (77, 80] bucket, half in (80, 84]) under a ceiling of 2048, and 120 request-seconds of
     waiting per 30 admissions. Pod q (SGLang's own /metrics only, one DP rank, two TP ranks): 5 retracted
     requests per 100 decode passes, token_usage 0.5, a queue-time p90 of 1.8 s."""
     top = {p["title"]: p["targets"][0]["expr"] for p in _on_call_row(_dashboards()["sglang-scheduler.json"])}
@@ -335,8 +335,9 @@ def test_on_call_row_figures_on_known_series(promtool, tmp_path):
         f'sglang_scheduler_batches_total{{{pod}, phase="prefill"}}': "0x20",
         f"sglang_scheduler_retractions_total{{{pod}}}": "0+3x20",
         f"sglang_scheduler_kv_usage_ratio{{{pod}}}": "0.97x20",
-        f'sglang_scheduler_batch_size_bucket{{{pod}, phase="decode", le="64.0"}}': "0x20",
-        f'sglang_scheduler_batch_size_bucket{{{pod}, phase="decode", le="96.0"}}': "0+10x20",
+        f'sglang_scheduler_batch_size_bucket{{{pod}, phase="decode", le="77.0"}}': "0x20",
+        f'sglang_scheduler_batch_size_bucket{{{pod}, phase="decode", le="80.0"}}': "0+5x20",
+        f'sglang_scheduler_batch_size_bucket{{{pod}, phase="decode", le="84.0"}}': "0+10x20",
         f'sglang_scheduler_batch_size_bucket{{{pod}, phase="decode", le="+Inf"}}': "0+10x20",
         f"sglang_scheduler_max_running_requests{{{pod}}}": "2048x20",
         f"sglang_scheduler_queue_request_seconds_total{{{pod}}}": "0+120x20",

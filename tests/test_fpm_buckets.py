@@ -15,7 +15,8 @@ from histogram_quantile import exact_percentile, histogram_quantile, within
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.sources.fpm.stats import REQUESTS_BUCKETS, Buckets, relative_bounds
+from exporter.metrics.buckets import REQUESTS_BUCKETS, relative_bounds
+from exporter.sources.fpm.stats import Buckets
 
 QUANTILES = (0.5, 0.9, 0.99)
 

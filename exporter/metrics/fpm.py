@@ -7,27 +7,10 @@ of :class:`~exporter.sources.fpm.stats.EndpointStats` (:mod:`exporter.sources.fp
 
 from __future__ import annotations
 
+from .buckets import REQUESTS_BUCKETS
 from .defs import COUNTER, GAUGE, HISTOGRAM, SCHEDULER_LABELS, MetricDef
 
 
-def relative_bounds(top: int, rel: float = 0.05) -> tuple[int, ...]:
-    """Integer bucket bounds ``1, 2, 3, ...`` up to the first bound at or above ``top``.
-
-    Each bucket ``(L, U]`` is ``max(1, floor(rel * (L + 1)))`` wide. For integer observations every
-    value in it is at least ``L + 1``, and Prometheus' ``histogram_quantile`` interpolates inside
-    ``(L, U]``, so its answer is off by less than the width: within ``max(1, rel x the exact
-    percentile)`` for any distribution of values in ``1..top``.
-    """
-    bounds = [1]
-    while bounds[-1] < top:
-        low = bounds[-1]
-        bounds.append(low + max(1, int(rel * (low + 1))))
-    return tuple(bounds)
-
-
-#: Requests per pass: exact-to-5% up to 1024 (111 bounds, see :func:`relative_bounds`), then coarse
-#: bounds for the rare larger batch.
-REQUESTS_BUCKETS = relative_bounds(1024) + (1536, 2048, 3072, 4096)
 #: Seconds per pass: 1 ms .. 10 s (decode steps are 5-50 ms, long prefills up to seconds).
 SECONDS_BUCKETS = (0.001, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
                    0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)

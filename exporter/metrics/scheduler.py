@@ -9,17 +9,35 @@ capacity line.
 
 from __future__ import annotations
 
+from .buckets import PREFILL_BATCH_TOKENS_BUCKETS, REQUESTS_BUCKETS
 from .defs import COUNTER, GAUGE, HISTOGRAM, SCHEDULER_LABELS, MetricDef
 
-#: ``sglang_scheduler_batch_size`` buckets: powers of two and halfway points over 1..1024.
-BATCH_SIZE_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+#: ``sglang_scheduler_batch_size`` buckets: the stream's requests-per-pass bounds (exact to max(1, 5%)
+#: up to 1024 requests, :mod:`.buckets`), so both sources' percentiles read alike.
+BATCH_SIZE_BUCKETS = REQUESTS_BUCKETS
 #: KV-usage ratio buckets, finer near saturation.
 KV_USAGE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 1.0)
-#: Tokens per prefill batch (``#new-token``).
-PREFILL_TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+#: Tokens per prefill batch (``#new-token``): exact to max(1, 5%) up to 131,072 tokens (:mod:`.buckets`).
+PREFILL_TOKEN_BUCKETS = PREFILL_BATCH_TOKENS_BUCKETS
 #: Queue wait in seconds, 1 ms .. 10 min.
 QUEUE_WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
                       30.0, 60.0, 120.0, 300.0, 600.0)
+
+#: Every value the mapping labels of the rows below can take (the parser's pools and PD queues); the
+#: series budget of docs/metrics.md counts them.
+LABEL_VALUES = {
+    "pool": ("kv", "full", "swa", "mamba", "gpu", "cpu"),
+    "queue": ("bootstrap", "inflight", "optimistic", "prealloc", "transfer", "retracted"),
+}
+#: The prose before the series budget that scripts/build_metrics_doc.py writes into docs/metrics.md.
+BUDGET_TEXT = (
+    "Series per scheduler (one DP rank), at most: each histogram has its bounds, `+Inf`, `_sum` and "
+    "`_count` per phase; the batch-size and prefill-token histograms carry most of it, because their "
+    "buckets are at most max(1, 5%) wide (`exporter/metrics/buckets.py`): Prometheus' `histogram_quantile` "
+    "of p50, p90 and p99 is then within max(1, 5%) of the exact percentile, up to 1,024 requests and "
+    "131,072 tokens (coarser above). A server with N DP ranks serves N times this, plus the "
+    "`sglang_exporter_*` series. Pools and PD queues appear only where the log prints them, and every "
+    "latest-line gauge disappears while the scheduler is idle.")
 
 S = SCHEDULER_LABELS
 _RETRACTION_LINES = ("retraction lines: 'KV cache pool is full. Retract requests.' (2025-05-31+), 'Decode out "

@@ -20,7 +20,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from ...limits import DEFAULT_FPM_TIMEOUT, MAX_SCHEDULERS
-from ...metrics.fpm import PREFILL_TOKENS_BUCKETS, REQUESTS_BUCKETS, SECONDS_BUCKETS, relative_bounds
+from ...metrics.fpm import PREFILL_TOKENS_BUCKETS, REQUESTS_BUCKETS, SECONDS_BUCKETS
 from ...scheduler.histogram import Histogram
 from .decode import ForwardPassMetrics, QueuedRequestMetrics, Schema
 
@@ -223,4 +223,4 @@ class FpmStats:
 
 
 __all__ = ["Buckets", "EndpointStats", "FpmStats", "MODES", "PREFILL_TOKENS_BUCKETS", "REQUESTS_BUCKETS",
-           "RESULTS", "RankStats", "SECONDS_BUCKETS", "relative_bounds"]
+           "RESULTS", "RankStats", "SECONDS_BUCKETS"]
