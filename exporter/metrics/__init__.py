@@ -10,8 +10,9 @@ edit, as long as its collector's snapshot has the value at its read path.
 
 The rows live in one module per source: :mod:`.scheduler` (``sglang_scheduler_*`` from the log),
 :mod:`.exporter` (``sglang_exporter_*``: the log source and the self-metrics), :mod:`.gpu`
-(``sglang_gpu_*``), :mod:`.fpm` (the per-forward-pass stream). No Prometheus import here: the
-scheduler state and the stream's statistics take their buckets from this table.
+(``sglang_gpu_*``), :mod:`.fpm` (the per-forward-pass stream); :mod:`.buckets` holds the bucket
+rule their batch-size and token histograms share. No Prometheus import here: the scheduler state and
+the stream's statistics take their buckets from this table.
 """
 
 from __future__ import annotations
