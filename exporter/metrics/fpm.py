@@ -7,16 +7,16 @@ of :class:`~exporter.sources.fpm.stats.EndpointStats` (:mod:`exporter.sources.fp
 
 from __future__ import annotations
 
-from .buckets import REQUESTS_BUCKETS
+from .buckets import PREFILL_BATCH_TOKENS_BUCKETS, REQUESTS_BUCKETS
 from .defs import COUNTER, GAUGE, HISTOGRAM, SCHEDULER_LABELS, MetricDef
 
 
 #: Seconds per pass: 1 ms .. 10 s (decode steps are 5-50 ms, long prefills up to seconds).
 SECONDS_BUCKETS = (0.001, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
                    0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
-#: Prompt tokens computed per pass with prefill: powers of two and the halves between.
-PREFILL_TOKENS_BUCKETS = (16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144,
-                          8192, 12288, 16384, 32768, 65536, 131072)
+#: Prompt tokens computed per pass with prefill: the log's prefill-token bounds (exact to max(1, 5%)
+#: up to 131,072 tokens), so the stream's percentiles read like the log's.
+PREFILL_TOKENS_BUCKETS = PREFILL_BATCH_TOKENS_BUCKETS
 
 S = SCHEDULER_LABELS
 _MSG = "ForwardPassMetrics message (--enable-forward-pass-metrics, SGLang main since 2026-05)"
