@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 
 from .demo import Replayer, sample_log_path
 from .paths import display_path, file_problem
-from .scheduler.collector import SchedulerCollector
+from .scheduler.collector import PipelineCollector, SchedulerCollector
 from .scheduler.state import SchedulerStates
 from .scheduler.store import SchedulerStore
 from .selfmetrics import GuardedCollectors
@@ -35,23 +35,27 @@ log = logging.getLogger("sglang_exporter")
 
 
 def build_registry(store: SchedulerStore, log_source: LogSource, idle_after: float | None,
-                   gpu: GpuCollector | None = None, fpm: Collector | None = None) -> CollectorRegistry:
-    """A private registry: the scheduler collector, then each source's (``gpu``, ``fpm`` if given),
-    all guarded.
+                   gpu: GpuCollector | None = None, fpm: Collector | None = None,
+                   omni: Collector | None = None) -> CollectorRegistry:
+    """A private registry: the scheduler collector, SGLang Omni's pipeline collector (from the log),
+    then each source's (``gpu``, ``fpm``, ``omni`` if given), all guarded.
 
     The ``collector`` label of ``sglang_exporter_collector_success`` names them: ``scheduler``,
-    ``log``, ``gpu``, ``fpm``. Every collector describes its families from the metric table, so the
-    registry knows each name: ``/metrics?name[]=...`` answers with the families asked for, and a
+    ``pipeline``, ``log``, ``gpu``, ``fpm``, ``omni``. Every collector describes its families from the
+    metric table, so the registry knows each name: ``/metrics?name[]=...`` answers with the families asked for, and a
     family that two collectors claim fails here, at start-up.
     """
     collectors: list[tuple[str, Collector]] = [
         ("scheduler", SchedulerCollector(store, idle_after)),
+        ("pipeline", PipelineCollector(store)),
         ("log", log_source.collector()),
     ]
     if gpu is not None:
         collectors.append(("gpu", gpu))
     if fpm is not None:
         collectors.append(("fpm", fpm))
+    if omni is not None:
+        collectors.append(("omni", omni))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(GuardedCollectors(collectors))
     return registry
@@ -137,9 +141,16 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
     # NVML describes this machine now, so it runs only here, never in one-shot mode (a recorded log).
     # The demo promises to run without a GPU: there, a machine without NVML is said at INFO, not WARNING.
     gpu_poller = make_poller(settings.gpu, gpu_optional=settings.demo) if settings.gpu.enabled else None
+    # SGLang Omni's endpoints describe the server now, so they are polled only here, like NVML.
+    omni_poller = None
+    if settings.omni.url:
+        from .sources.omni import OmniCollector, make_poller as make_omni_poller
+
+        omni_poller = make_omni_poller(settings.omni)
     registry = build_registry(store, log_source, settings.sglang.idle_after,
                               GpuCollector(gpu_poller) if gpu_poller is not None else None,
-                              fpm.collector if fpm is not None else None)
+                              fpm.collector if fpm is not None else None,
+                              OmniCollector(omni_poller) if omni_poller is not None else None)
     host, port = parse_listen_address(settings.web.listen_address)
 
     def health() -> tuple[bool, str]:
@@ -167,6 +178,8 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
         gpu_poller.start()
     if fpm is not None:
         fpm.start()
+    if omni_poller is not None:
+        omni_poller.start()
     if replayer is not None:
         replayer.start()
     shown = host if host else "0.0.0.0"
@@ -174,6 +187,8 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
              server.port, settings.web.telemetry_path, path)
     if fpm is not None:
         log.info("subscribed to SGLang's forward-pass metrics at %s", ", ".join(settings.fpm.endpoint_list))
+    if omni_poller is not None:
+        log.info("polling SGLang Omni at %s every %g s", omni_poller.base, settings.omni.poll_interval)
     try:
         while not stop.wait(3600):
             pass
@@ -186,6 +201,8 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
             gpu_poller.stop()
         if fpm is not None:
             fpm.stop()
+        if omni_poller is not None:
+            omni_poller.stop()
         server.stop()
         if tmpdir is not None:
             tmpdir.cleanup()

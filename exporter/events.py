@@ -10,7 +10,13 @@ Events are plain frozen dataclasses with ``slots`` so that creating one per line
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+#: A stage, process or group name as SGLang Omni's configs spell them (``thinker``, ``talker_ar``,
+#: ``image_encoder``); anything else read where a name should be is no name (and must never become a
+#: label value).
+STAGE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +34,22 @@ class Origin:
             ``[YYYY-MM-DD HH:MM:SS(.mmm)]``, or seconds of the day for the 2024 time-only
             ``[HH:MM:SS TP0]`` prefix), or ``None`` when the line has no timestamp.
         time_of_day_only: True when ``log_time`` came from a time-only prefix (it wraps at midnight).
+        stage: The SGLang Omni pipeline stage whose scheduler printed the line (``thinker``,
+            ``talker_ar``, ...); ``""`` for plain SGLang. With ``dp_rank`` it is the scheduler's
+            identity. The parser leaves it empty; the attribution step
+            (:mod:`exporter.sources.log.attribution`) sets it for Omni lines.
+        task: For a line in SGLang Omni's format (``DATE TIME,ms [LEVEL] logger: message``), the
+            ``processName/threadName`` that the logging shim (``deploy/sglang-omni/sitecustomize.py``)
+            adds after the level (``"stage-thinker/scheduler-thinker"``), or ``""`` when the line
+            has no such token (Omni's stock format); ``None`` for every other format.
     """
 
     dp_rank: str = "0"
     replica: str = ""
     log_time: float | None = None
     time_of_day_only: bool = False
+    stage: str = ""
+    task: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,13 +262,105 @@ class ReqTimeStats:
     attempts: int | None = None
 
 
+# -- SGLang Omni (docs/sglang-omni.md): lines printed only in Omni's own format -----------------
+
+
+@dataclass(frozen=True, slots=True)
+class CudaGraphCapture:
+    """``Capture target decode CUDA graph begin. backend=B, num_tokens_per_req=1, bs=[1, 2, ..., 64], avail
+    mem=M GB`` (SGLang 0.5.16+, ``cuda_graph_setup.py``; ``Capture cuda graph bs [1, 2, ...]`` before), read
+    from SGLang Omni's stage processes only.
+
+    Attributes:
+        max_batch_size: The largest ``bs`` captured. Omni never prints ``max_running_requests``; its
+            generation batch policy sets ``cuda_graph_max_bs`` to it by default, so this is a proxy of
+            the stage's batch ceiling, not the ceiling.
+    """
+
+    origin: Origin
+    max_batch_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class OmniStartup:
+    """A start-up line of SGLang Omni that says which stage is built where. It moves no metric; the
+    attribution step (:mod:`exporter.sources.log.attribution`) learns the stages from it.
+
+    Attributes:
+        kind: ``ar_startup`` (``sglang_ar_startup stage=X ...``: X is an SGLang-backed stage; Qwen3-Omni,
+            MiniCPM-o, Ming), ``building`` (``Building scheduler for X (tp_rank=r/n) ...``), ``lock``
+            (``Acquired GPU startup lock for stage X: PATH``: X's scheduler is being built on that GPU),
+            ``runtime_config`` (``SGLang runtime configuration: gpu_id=G, ...``: an SGLang scheduler is
+            being built), ``process_ready`` (``Process P ready with stages=[...]``), ``pipeline_started``
+            (``MultiProcessPipelineRunner started: N stage(s), M process(es)``: every stage is up).
+        stage: The stage named (``ar_startup``, ``building``, ``lock``), else ``""``.
+        stages: The stages of the process (``process_ready``).
+        process: The process name (``process_ready``; the logger ``stage_workers.<P>`` of ``building``).
+        gpu: The GPU: the device part of the lock file name (``lock``), ``gpu_id`` (``runtime_config``).
+    """
+
+    origin: Origin
+    kind: str
+    stage: str = ""
+    stages: tuple[str, ...] = ()
+    process: str = ""
+    gpu: str = ""
+
+
+#: ``reason`` values of :class:`OmniAdmission` rejections (the ``reason`` label).
+OMNI_REJECT_REASONS = ("in_flight_cap", "queue_full", "waiting_queue_full", "kv_capacity", "prompt_too_long")
+
+
+@dataclass(frozen=True, slots=True)
+class OmniAdmission:
+    """A request admission fact of SGLang Omni.
+
+    Sources: ``Coordinator submitted req=...`` (``submitted``), ``Coordinator aborted req=...``
+    (``aborted``); rejections (``rejected``, by ``reason``): ``Rejecting request R before pipeline submit:
+    in-flight cap (max_in_flight=N)`` (coordinator: ``in_flight_cap``), ``Rejecting request R before build:
+    The request queue is full.`` (``queue_full``), ``Rejecting request R: waiting queue is full
+    (max_queued_requests=N, waiting=W)`` (``waiting_queue_full``), ``Rejecting request R before
+    scheduling: Request requires more tokens than the ... KV cache can hold`` (``kv_capacity``), and the
+    preprocessor's ``rejecting request R: prompt N tokens >= max_seq_len M`` (``prompt_too_long``).
+    The request id is never kept.
+    """
+
+    origin: Origin
+    action: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OmniStageEvent:
+    """A stage's lifecycle: ``Stage X started`` / ``Stage X stopped`` (``pipeline/stage/runtime.py``),
+    ``Scheduler thread for stage X crashed`` (``crashed``), and the coordinator's ``Dead stage process(es)
+    detected[ in G]: P (pid=N, exit=C), ...`` (``dead``, ``stage`` empty, ``processes`` counted).
+    """
+
+    origin: Origin
+    event: str
+    stage: str = ""
+    processes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OmniInFlightCap:
+    """``Coordinator in-flight cap=N (generation running+queued)`` (``mp_runner.py``; TTS configs)."""
+
+    origin: Origin
+    cap: int
+
+
+#: Events of SGLang Omni's pipeline (``sglang_omni_*``), as opposed to a scheduler's.
+OMNI_PIPELINE_EVENTS = (OmniAdmission, OmniStageEvent, OmniInFlightCap, OmniStartup)
+
 Event = (PrefillBatch | DecodeBatch | Retraction | RetractAbort | Capacity | KvAllocation | ServerArgs
-         | ReqTimeStats)
+         | ReqTimeStats | CudaGraphCapture | OmniStartup | OmniAdmission | OmniStageEvent | OmniInFlightCap)
 """Every event type the parser can return."""
 
 #: Line kinds used as the ``kind`` label of ``sglang_exporter_log_lines_total``.
 KINDS = ("prefill", "decode", "retraction", "retract_abort", "capacity", "kv_allocation", "server_args",
-         "req_time_stats", "other")
+         "req_time_stats", "omni", "other")
 
 #: Line kind of each event type (``other`` is a line that is no event).
 KIND_OF = {
@@ -264,4 +372,9 @@ KIND_OF = {
     KvAllocation: "kv_allocation",
     ServerArgs: "server_args",
     ReqTimeStats: "req_time_stats",
+    CudaGraphCapture: "omni",
+    OmniStartup: "omni",
+    OmniAdmission: "omni",
+    OmniStageEvent: "omni",
+    OmniInFlightCap: "omni",
 }

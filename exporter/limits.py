@@ -51,6 +51,11 @@ DEFAULT_GPU_UNKNOWN_ERROR_THRESHOLD = 3
 #: SGLang sends a heartbeat every second while idle).
 DEFAULT_FPM_TIMEOUT = 5.0
 
+#: SGLang Omni polling defaults (``--omni.*``): seconds between polls of ``/health`` and ``/model_info``
+#: (a poll of ``/model_info`` is served by every stage's scheduler thread), and the deadline of one poll.
+DEFAULT_OMNI_POLL_INTERVAL = 10.0
+DEFAULT_OMNI_TIMEOUT = 5.0
+
 #: Longest gap between two samples of ``#queue-req`` that a time integral trusts (seconds). SGLang
 #: prints nothing while idle, so a longer silence is idle time (or a stall), not "the last queue
 #: length held all along". The exporter and the report cap idle gaps alike.

@@ -47,6 +47,8 @@ from .limits import (
     DEFAULT_IDLE_AFTER,
     DEFAULT_LOG_POLL_INTERVAL,
     DEFAULT_MAX_LINE_BYTES,
+    DEFAULT_OMNI_POLL_INTERVAL,
+    DEFAULT_OMNI_TIMEOUT,
     DEFAULT_ROTATE_WAIT,
     MAX_LINE_BYTES_MAX,
     MAX_LINE_BYTES_MIN,
@@ -313,6 +315,75 @@ def parse_zmq_endpoint(value: str) -> tuple[str, str]:
     return transport, address
 
 
+class OmniSettings(BaseModel):
+    """``--omni.*``: SGLang Omni's endpoints (``sglang_omni_*`` live per-stage snapshot). Not used in
+    --one-shot mode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(
+        None, json_schema_extra={"metavar": "URL"},
+        description="Base URL of the SGLang Omni API server to poll, e.g. 'http://127.0.0.1:8000': GET /health "
+        "(pipeline) and GET /model_info (per stage: waiting queue, running batch, request builds, paused). "
+        "The server need not be up yet. Default: off. Omni's scheduler lines are read from --log.path either way.")
+    poll_interval: float = Field(
+        DEFAULT_OMNI_POLL_INTERVAL, gt=0, le=3600, json_schema_extra={"metavar": "SECONDS"},
+        description="Seconds between polls; /metrics serves the latest answer and never waits for Omni "
+        "(each /model_info is served by every stage's scheduler thread, so keep it at seconds, not less).")
+    timeout: float = Field(
+        DEFAULT_OMNI_TIMEOUT, gt=0, le=3600, json_schema_extra={"metavar": "SECONDS"},
+        description="Deadline in seconds of one poll (both requests); past it the poll counts as a timeout, "
+        "sglang_omni_up drops to 0 and the per-stage snapshot is withheld.")
+    admin_key_file: str | None = Field(
+        None, json_schema_extra={"metavar": "PATH"},
+        description="File holding SGLang Omni's admin key (its first line), sent as 'Authorization: Bearer' to "
+        "/model_info; re-read every poll (a mounted Secret). Default: the environment variable "
+        "SGLANG_OMNI_ADMIN_KEY, which Omni itself reads; neither is needed when Omni runs without an admin key.")
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_http_url(value)
+        return value
+
+    @field_validator("timeout")
+    @classmethod
+    def _check_timeout(cls, value: float, info: ValidationInfo) -> float:
+        interval = info.data.get("poll_interval")
+        if interval is not None and value > interval:
+            raise ValueError(f"must not exceed omni.poll-interval ({interval}); got {value}")
+        return value
+
+
+def parse_http_url(value: str) -> str:
+    """Check a base URL the exporter can GET from: ``http://`` or ``https://``, a host, an optional port,
+    an optional path, nothing else.
+
+    Returns:
+        The URL without a trailing ``/``.
+
+    Raises:
+        ValueError: another scheme, no host, a bad port, a query, a fragment, credentials or blanks.
+    """
+    from urllib.parse import urlsplit
+
+    if not value or any(c.isspace() for c in value):
+        raise ValueError(f"must be a URL like http://127.0.0.1:8000, got {value[:80]!r}")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{value[:80]!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"must be an http:// or https:// URL with a host, got {value[:80]!r}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(f"must be a base URL without a query, fragment or credentials, got {value[:80]!r}")
+    if port == 0:
+        raise ValueError(f"the port must be 1..65535, got {value[:80]!r}")
+    return value.rstrip("/")
+
+
 class ConfigSettings(BaseModel):
     """``--config.file``: where more settings come from."""
 
@@ -325,8 +396,9 @@ class ConfigSettings(BaseModel):
 
 
 class Settings(BaseSettings):
-    """Prometheus exporter for SGLang: reads the server's scheduler log (batch sizes, queue, KV-cache
-    usage, retractions) and, with --fpm.endpoints, its per-forward-pass stream (exact batch sizes),
+    """Prometheus exporter for SGLang and SGLang Omni: reads the server's scheduler log (batch sizes,
+    queue, KV-cache usage, retractions; one scheduler per Omni stage), with --fpm.endpoints its
+    per-forward-pass stream (exact batch sizes), with --omni.url SGLang Omni's per-stage snapshot,
     and serves them as metrics. Every setting is a flag, an environment variable
     SGLANG_EXPORTER_<GROUP>__<NAME> (e.g. SGLANG_EXPORTER_LOG__PATH) and a key of the TOML file of
     --config.file ([log] then path = "..."); flags win over variables, which win over the file. A
@@ -344,6 +416,7 @@ class Settings(BaseSettings):
     sglang: SglangSettings = SglangSettings()
     gpu: GpuSettings = GpuSettings()
     fpm: FpmSettings = FpmSettings()
+    omni: OmniSettings = OmniSettings()
     config: ConfigSettings = ConfigSettings()
     one_shot: bool = Field(
         False, description="Read --log.path from its beginning to its end, print every metric in the "

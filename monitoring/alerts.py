@@ -225,11 +225,53 @@ def gpu_alerts(cfg: Config) -> list[Alert]:
     ]
 
 
+def omni_alerts(cfg: Config) -> list[Alert]:
+    """SGLang Omni (docs/sglang-omni.md): lines no stage can claim, crashed stages, the endpoint source."""
+    a = cfg.alerts
+    unattributed, crashed, down, rejected = (
+        a[n] for n in ("SGLangOmniLinesUnattributed", "SGLangOmniStageCrashed", "SGLangOmniDown",
+                       "SGLangOmniRequestsRejected"))
+    return [
+        Alert("SGLangOmniLinesUnattributed",
+              f'sum without (kind, result) (increase(sglang_exporter_log_lines_total{{result="unattributed"}}'
+              f"[{unattributed.window}])) > 0",
+              "warning", "SGLang Omni's scheduler lines do not say which stage printed them.",
+              f"""{{{{ $value | humanize }}}} scheduler lines read on {{{{ $labels.instance }}}} over
+              {words(unattributed.window)} belong to one of several SGLang Omni stages and do not say which: they go
+              to no stage's metrics, so every per-stage figure of that server is incomplete. Put
+              deploy/sglang-omni/sitecustomize.py on the Omni server's PYTHONPATH.""",
+              "Omni's stock log format names no stage; with two SGLang-backed stages (thinker and talker)\n"
+              "the exporter refuses to merge them."),
+        Alert("SGLangOmniStageCrashed",
+              f'increase(sglang_omni_stage_lifecycle_events_total{{event="crashed"}}[{crashed.window}]) > 0\nor\n'
+              f"increase(sglang_omni_stage_process_deaths_total[{crashed.window}]) > 0",
+              "critical", "An SGLang Omni stage crashed.",
+              f"""{{{{ with $labels.stage }}}}The scheduler thread of stage {{{{ . }}}}{{{{ else }}}}A stage
+              process{{{{ end }}}} of the SGLang Omni server on {{{{ $labels.instance }}}} died in
+              {the_last(crashed.window)}: the pipeline fails the requests in flight and the stage serves nothing.""",
+              "A 'Scheduler thread for stage X crashed' or 'Dead stage process(es) detected' line."),
+        Alert("SGLangOmniDown", "sglang_omni_up == 0",
+              "warning", "The exporter cannot read SGLang Omni's /health.",
+              f"""SGLang Omni at {{{{ $labels.instance }}}} has not answered /health within --omni.timeout for
+              {words(down.for_)}: the server is down or starting, or the sidecar's --omni.url is wrong. The per-stage
+              queue and batch snapshot (sglang_omni_stage_*) is withheld."""),
+        Alert("SGLangOmniRequestsRejected",
+              f"sum without (reason) (rate(sglang_omni_requests_rejected_total[{rejected.window}])) * 60"
+              f" > {num(rejected.threshold)}",
+              "info", "SGLang Omni rejects requests.",
+              f"""SGLang Omni on {{{{ $labels.instance }}}}{{{{ with $labels.stage }}}} (stage {{{{ . }}}}){{{{ end }}}}
+              rejected {{{{ $value | humanize }}}} requests per minute over {words(rejected.window)} (threshold
+              {num(rejected.threshold)}): its queues are full or requests do not fit the KV cache
+              (sglang_omni_requests_rejected_total by reason)."""),
+    ]
+
+
 def groups(cfg: Config) -> list[Group]:
     """The groups of sglang-alerts.yml."""
     return [Group("sglang-scheduler.alerts", scheduler_alerts(cfg)),
             Group("sglang-exporter.alerts", exporter_alerts(cfg)),
-            Group("sglang-gpu.alerts", gpu_alerts(cfg))]
+            Group("sglang-gpu.alerts", gpu_alerts(cfg)),
+            Group("sglang-omni.alerts", omni_alerts(cfg))]
 
 
 def header(cfg: Config) -> str:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from collections.abc import Mapping
 
+from exporter.metrics.defs import SCHEDULER_LABELS
+
 #: Where each alert's ``runbook_url`` points: this file plus ``#<alert name in lower case>`` (GitHub's
 #: anchor of the alert's section in docs/runbook.md). Override it with ``--runbook-base`` to point at
 #: your fork, a tag (``.../blob/v0.1.0/docs/runbook.md``) or an internal wiki page with the same anchors.
@@ -79,6 +81,14 @@ def _alerts() -> Mapping[str, Alerting]:
         "SGLangGPUPowerCapped": Alerting(threshold=0.9, window="30m", for_="30m"),
         # used share of device memory (SGLang reserves --mem-fraction-static up front: ~90% is normal)
         "SGLangGPUMemoryNearFull": Alerting(threshold=0.98, for_="10m"),
+        # SGLang Omni: any scheduler line of several stages without a stage (no logging shim) within window
+        "SGLangOmniLinesUnattributed": Alerting(window="10m", for_="5m"),
+        # a stage's scheduler thread crashed, or a stage process died, within window
+        "SGLangOmniStageCrashed": Alerting(window="10m", keep_firing_for="30m"),
+        # Omni's /health (--omni.url) unanswered: the live per-stage snapshot is blind
+        "SGLangOmniDown": Alerting(for_="10m"),
+        # requests Omni rejected (queue full, in-flight cap, KV too small, prompt too long), per minute
+        "SGLangOmniRequestsRejected": Alerting(threshold=1, window="10m", for_="10m"),
     })
 
 
@@ -126,11 +136,12 @@ class Config:
     #: Base of every runbook_url (see RUNBOOK_BASE).
     runbook_base: str = RUNBOOK_BASE
 
-    #: The labels that tell one scheduler from another inside one SGLang server. Issue 13 (SGLang
-    #: Omni stages) makes this ("stage", "dp_rank"): rules, alerts and dashboards follow. The one
-    #: place that decides a scheduler's identity: every source is joined on these (plus the target
-    #: and group labels below), never on job, instance or container.
-    scheduler_labels: tuple[str, ...] = ("dp_rank",)
+    #: The labels that tell one scheduler from another inside one SGLang server: SGLang Omni's stage
+    #: and the DP rank, read from the exporter's metric table (exporter.metrics.defs.SCHEDULER_LABELS),
+    #: the one place that decides a scheduler's identity; rules, alerts and dashboards follow. Every
+    #: source is joined on these (plus the target and group labels below), never on job, instance or
+    #: container.
+    scheduler_labels: tuple[str, ...] = SCHEDULER_LABELS
     #: The value a scheduler label takes on a series that lacks it: SGLang's own metrics carry no
     #: dp_rank with one DP rank, where the sidecar writes dp_rank="0". A label not named here
     #: (stage) is simply empty on such a series, as it is for plain SGLang on the sidecar.

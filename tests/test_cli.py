@@ -141,7 +141,7 @@ def test_boolean_flags_through_the_real_command(tmp_path):
                  ["--one-shot=true"]):
         r = run("--one-shot", "--log.path", LOG, *args)
         assert r.returncode == 0, (args, r.stderr)
-        assert value(r.stdout, "sglang_scheduler_retractions_total", dp_rank="0") > 0
+        assert value(r.stdout, "sglang_scheduler_retractions_total", stage="", dp_rank="0") > 0
     r = run("--log.path", LOG, env={"SGLANG_EXPORTER_ONE_SHOT": "yes"})
     assert r.returncode == 0 and "sglang_scheduler_batches_total" in r.stdout
 
@@ -230,7 +230,7 @@ def test_demo_without_nvml_warns_about_nothing_and_exposes_no_empty_family(tmp_p
                    "--gpu.cycle-timeout", "0.5")
     try:
         exp.wait_for(lambda m: value(m, "sglang_gpu_init_error", kind="LibraryNotFound") == 1
-                     and (value(m, "sglang_scheduler_batches_total", dp_rank="0", phase="decode") or 0) > 0,
+                     and (value(m, "sglang_scheduler_batches_total", stage="", dp_rank="0", phase="decode") or 0) > 0,
                      "the GPU collector's missing library and the demo's first decode batches")
         status, body = exp.get("/metrics")
         assert status == 200

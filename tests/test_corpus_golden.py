@@ -69,10 +69,10 @@ def test_whole_corpus_totals():
 
 def test_headline_numbers_of_the_core_issue():
     storm = samples(one_shot(CORPUS / "008-retraction-storm-tokens-gained-uvicorn.log"))
-    assert storm[("sglang_scheduler_retractions_total", (("dp_rank", "0"),))] == 9
+    assert storm[("sglang_scheduler_retractions_total", (("dp_rank", "0"), ("stage", "")))] == 9
     tp16 = samples(one_shot(CORPUS / "007-decode-oom-retract-tp16.log"))
-    assert tp16[("sglang_scheduler_retractions_total", (("dp_rank", "0"),))] == 2
-    assert tp16[("sglang_scheduler_retracted_requests_total", (("dp_rank", "0"),))] == 2
+    assert tp16[("sglang_scheduler_retractions_total", (("dp_rank", "0"), ("stage", "")))] == 2
+    assert tp16[("sglang_scheduler_retracted_requests_total", (("dp_rank", "0"), ("stage", "")))] == 2
 
 
 def test_corpus_is_pinned_and_indexed():

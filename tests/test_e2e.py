@@ -27,19 +27,19 @@ def test_live_file_scrape_and_sigterm(log_file, promtool):
         # Wait for the follower's first pass (it opens the file at its end) before appending.
         first = exp.wait_for(lambda m: value(m, "sglang_exporter_log_file_opens_total", path=str(log_file)) == 1,
                              "the first open of the log")
-        assert value(first, "sglang_scheduler_retractions_total", dp_rank="0") is None  # history skipped
+        assert value(first, "sglang_scheduler_retractions_total", stage="", dp_rank="0") is None  # history skipped
 
         storm = (CORPUS / "008-retraction-storm-tokens-gained-uvicorn.log").read_text(encoding="utf-8").splitlines()
         with open(log_file, "a", encoding="utf-8") as f:
             for line in storm:
                 f.write(line + "\n")
                 f.flush()
-        m = exp.wait_for(lambda m: value(m, "sglang_scheduler_retractions_total", dp_rank="0") == 9
+        m = exp.wait_for(lambda m: value(m, "sglang_scheduler_retractions_total", stage="", dp_rank="0") == 9
                          and value(m, "sglang_exporter_log_lines_total", kind="decode", result="parsed") == 14,
                          "the 9 retractions and 14 decode lines of corpus 008")
-        assert value(m, "sglang_scheduler_batches_total", dp_rank="0", phase="decode") == 14 * 40
-        assert value(m, "sglang_scheduler_running_requests", dp_rank="0") == 56
-        assert value(m, "sglang_scheduler_recomputed_tokens_total", dp_rank="0", method="new_tokens_gained") == 7364
+        assert value(m, "sglang_scheduler_batches_total", stage="", dp_rank="0", phase="decode") == 14 * 40
+        assert value(m, "sglang_scheduler_running_requests", stage="", dp_rank="0") == 56
+        assert value(m, "sglang_scheduler_recomputed_tokens_total", stage="", dp_rank="0", method="new_tokens_gained") == 7364
 
         # A partial line is held until its newline arrives.
         size_before = log_file.stat().st_size
@@ -49,12 +49,12 @@ def test_live_file_scrape_and_sigterm(log_file, promtool):
         exp.wait_for(lambda m: value(m, "sglang_exporter_log_bytes_read_total", path=str(log_file))
                      == size_before + len(head) - (CORPUS / "007-decode-oom-retract-tp16.log").stat().st_size,
                      "the partial line's bytes to be read")
-        assert value(exp.metrics(), "sglang_scheduler_retractions_total", dp_rank="0") == 9
+        assert value(exp.metrics(), "sglang_scheduler_retractions_total", stage="", dp_rank="0") == 9
         with open(log_file, "a", encoding="utf-8") as f:
             f.write("#new_tokens_gained: 100, #new_token_ratio: 0.4077 -> 0.4200\n")
-        m = exp.wait_for(lambda m: value(m, "sglang_scheduler_retractions_total", dp_rank="0") == 10,
+        m = exp.wait_for(lambda m: value(m, "sglang_scheduler_retractions_total", stage="", dp_rank="0") == 10,
                          "the completed line")
-        assert value(m, "sglang_scheduler_retracted_requests_total", dp_rank="0") == 12
+        assert value(m, "sglang_scheduler_retracted_requests_total", stage="", dp_rank="0") == 12
 
         status, text = exp.get("/metrics")
         lint = subprocess.run([promtool, "check", "metrics"], input=text, text=True, capture_output=True, timeout=60)
@@ -75,9 +75,9 @@ def test_start_at_end_keeps_the_servers_startup_facts(tmp_path):
     try:
         m = exp.wait_for(lambda m: value(m, "sglang_exporter_log_file_opens_total", path=str(path)) == 1,
                          "the first open of the log")
-        assert value(m, "sglang_scheduler_max_total_tokens", dp_rank="0") == 87552
-        assert value(m, "sglang_scheduler_max_running_requests", dp_rank="0") == 2048
-        assert value(m, "sglang_scheduler_batches_total", dp_rank="0", phase="prefill") == 0
+        assert value(m, "sglang_scheduler_max_total_tokens", stage="", dp_rank="0") == 87552
+        assert value(m, "sglang_scheduler_max_running_requests", stage="", dp_rank="0") == 2048
+        assert value(m, "sglang_scheduler_batches_total", stage="", dp_rank="0", phase="prefill") == 0
         assert value(m, "sglang_exporter_log_lines_total", kind="capacity", result="parsed") == 0
     finally:
         assert exp.terminate() == 0
@@ -95,7 +95,7 @@ def test_waits_for_a_log_that_does_not_exist_yet(tmp_path):
         end = time.monotonic() + DEADLINE
         while True:  # a file that appears after start is read from its first line
             m = samples(exp.get("/custom")[1])
-            if value(m, "sglang_scheduler_retractions_total", dp_rank="0") == 2:
+            if value(m, "sglang_scheduler_retractions_total", stage="", dp_rank="0") == 2:
                 break
             assert time.monotonic() < end, m
             time.sleep(0.05)
@@ -108,9 +108,9 @@ def test_demo_mode_serves_moving_metrics():
     """The README's first command: --demo replays the bundled sample and /metrics moves."""
     exp = Exporter("--demo")
     try:
-        m = exp.wait_for(lambda m: (value(m, "sglang_scheduler_batches_total", dp_rank="0", phase="prefill") or 0) >= 2,
+        m = exp.wait_for(lambda m: (value(m, "sglang_scheduler_batches_total", stage="", dp_rank="0", phase="prefill") or 0) >= 2,
                          "prefill batches from the demo replay")
-        assert value(m, "sglang_scheduler_max_total_tokens", dp_rank="0") == 87552
+        assert value(m, "sglang_scheduler_max_total_tokens", stage="", dp_rank="0") == 87552
         before = value(m, "sglang_exporter_log_bytes_read_total",
                        path=next(dict(k[1])["path"] for k in m if k[0] == "sglang_exporter_log_bytes_read_total"))
         exp.wait_for(lambda m2: any(k[0] == "sglang_exporter_log_bytes_read_total" and v > before

@@ -92,24 +92,24 @@ def test_done_when_1000_passes_7_lost(tmp_path, promtool):
                 exp.wait_for(lambda m, n=i + 1: _messages(m, ep, "ok") == n, f"{i + 1} passes")
         pub.heartbeat()  # what SGLang sends once idle
         m = exp.wait_for(lambda m: _messages(m, ep, "heartbeat") >= 2, "the closing heartbeat")
-        passes = {mode: value(m, "sglang_scheduler_forward_passes_total", dp_rank="0", mode=mode)
+        passes = {mode: value(m, "sglang_scheduler_forward_passes_total", stage="", dp_rank="0", mode=mode)
                   for mode in ("prefill", "decode", "mixed", "idle")}
         assert sum(passes.values()) == 1000
         assert passes == {"prefill": 0, "decode": 900, "mixed": 100, "idle": 0}
-        decode = _buckets(m, FPM_REQUESTS, dp_rank="0", phase="decode")
+        decode = _buckets(m, FPM_REQUESTS, stage="", dp_rank="0", phase="decode")
         assert decode[math.inf] == 1000
         for q, exact in ((0.5, 50), (0.9, 90)):
             assert exact_percentile(q, decode_sizes) == exact
             est = histogram_quantile(q, decode)
             assert within(est, exact), (q, est)
-        assert value(m, FPM_REQUESTS + "_count", dp_rank="0", phase="prefill") == 100
-        assert value(m, FPM_REQUESTS + "_sum", dp_rank="0", phase="prefill") == 200
-        assert value(m, FPM_REQUESTS + "_sum", dp_rank="0", phase="decode") == sum(decode_sizes)
-        assert value(m, "sglang_scheduler_forward_pass_seconds_count", dp_rank="0") == 1000
-        assert value(m, "sglang_scheduler_forward_pass_seconds_sum", dp_rank="0") == pytest.approx(
+        assert value(m, FPM_REQUESTS + "_count", stage="", dp_rank="0", phase="prefill") == 100
+        assert value(m, FPM_REQUESTS + "_sum", stage="", dp_rank="0", phase="prefill") == 200
+        assert value(m, FPM_REQUESTS + "_sum", stage="", dp_rank="0", phase="decode") == sum(decode_sizes)
+        assert value(m, "sglang_scheduler_forward_pass_seconds_count", stage="", dp_rank="0") == 1000
+        assert value(m, "sglang_scheduler_forward_pass_seconds_sum", stage="", dp_rank="0") == pytest.approx(
             sum(0.001 * (1 + i % 50) for i in range(1000)))
-        assert value(m, "sglang_scheduler_forward_pass_prefill_tokens_sum", dp_rank="0") == 100 * 2 * 128
-        assert value(m, "sglang_scheduler_forward_pass_decode_kv_tokens_total", dp_rank="0") == 1000 * sum(decode_sizes)
+        assert value(m, "sglang_scheduler_forward_pass_prefill_tokens_sum", stage="", dp_rank="0") == 100 * 2 * 128
+        assert value(m, "sglang_scheduler_forward_pass_decode_kv_tokens_total", stage="", dp_rank="0") == 1000 * sum(decode_sizes)
         assert _messages(m, ep, "lost") == 7
         assert _messages(m, ep, "undecodable") == 0 and _messages(m, ep, "invalid") == 0
         assert value(m, "sglang_exporter_fpm_publisher_restarts_total", endpoint=ep) == 0
@@ -147,8 +147,8 @@ def test_restart_is_not_a_loss(tmp_path):
         for _ in range(30):
             pub.publish(forward_pass(0, decode=4))
         m = exp.wait_for(lambda m: _messages(m, ep, "ok") == 230, "the second publisher's passes")
-        assert value(m, "sglang_scheduler_forward_passes_total", dp_rank="0", mode="decode") == 230
-        assert value(m, FPM_REQUESTS + "_sum", dp_rank="0", phase="decode") == 200 * 8 + 30 * 4
+        assert value(m, "sglang_scheduler_forward_passes_total", stage="", dp_rank="0", mode="decode") == 230
+        assert value(m, FPM_REQUESTS + "_sum", stage="", dp_rank="0", phase="decode") == 200 * 8 + 30 * 4
         assert _messages(m, ep, "lost") == 0
         assert value(m, "sglang_exporter_fpm_publisher_restarts_total", endpoint=ep) == 1
     finally:
@@ -175,15 +175,15 @@ def test_several_dp_ranks_over_ipc_and_tcp(tmp_path, promtool):
         for rank in range(3):
             dp = str(rank)
             n = 10 * (rank + 1)
-            total = sum(value(m, "sglang_scheduler_forward_passes_total", dp_rank=dp, mode=mode)
+            total = sum(value(m, "sglang_scheduler_forward_passes_total", stage="", dp_rank=dp, mode=mode)
                         for mode in ("prefill", "decode", "mixed", "idle"))
             assert total == n
-            assert value(m, FPM_REQUESTS + "_sum", dp_rank=dp, phase="decode") == n * (rank + 5)
-            assert value(m, FPM_REQUESTS + "_count", dp_rank=dp, phase="prefill") == (1 if rank else 0)
-            assert value(m, "sglang_scheduler_forward_pass_queued_requests", dp_rank=dp, phase="prefill") == rank + 1
-            assert value(m, "sglang_scheduler_forward_pass_queued_tokens", dp_rank=dp, phase="prefill") == 100 * (rank + 1)
-            assert value(m, "sglang_scheduler_forward_pass_queued_requests", dp_rank=dp, phase="decode") == rank
-            assert value(m, "sglang_scheduler_forward_pass_queued_tokens", dp_rank=dp, phase="decode") == 1000 * rank
+            assert value(m, FPM_REQUESTS + "_sum", stage="", dp_rank=dp, phase="decode") == n * (rank + 5)
+            assert value(m, FPM_REQUESTS + "_count", stage="", dp_rank=dp, phase="prefill") == (1 if rank else 0)
+            assert value(m, "sglang_scheduler_forward_pass_queued_requests", stage="", dp_rank=dp, phase="prefill") == rank + 1
+            assert value(m, "sglang_scheduler_forward_pass_queued_tokens", stage="", dp_rank=dp, phase="prefill") == 100 * (rank + 1)
+            assert value(m, "sglang_scheduler_forward_pass_queued_requests", stage="", dp_rank=dp, phase="decode") == rank
+            assert value(m, "sglang_scheduler_forward_pass_queued_tokens", stage="", dp_rank=dp, phase="decode") == 1000 * rank
             assert value(m, "sglang_exporter_fpm_up", endpoint=eps[rank]) == 1
         _promtool_ok(exp, promtool)
     finally:
@@ -213,9 +213,9 @@ def test_other_schemas_extra_and_missing_fields(tmp_path):
             odd.send_payload(odd_payload(6))
         m = exp.wait_for(lambda m: _messages(m, v1_ep, "ok") == 5 and _messages(m, odd_ep, "ok") == 5,
                          "both publishers' passes")
-        assert value(m, FPM_REQUESTS + "_sum", dp_rank="0", phase="decode") == 15
-        assert value(m, FPM_REQUESTS + "_sum", dp_rank="3", phase="decode") == 30
-        assert value(m, "sglang_scheduler_forward_pass_queued_requests", dp_rank="3", phase="prefill") == 0
+        assert value(m, FPM_REQUESTS + "_sum", stage="", dp_rank="0", phase="decode") == 15
+        assert value(m, FPM_REQUESTS + "_sum", stage="", dp_rank="3", phase="decode") == 30
+        assert value(m, "sglang_scheduler_forward_pass_queued_requests", stage="", dp_rank="3", phase="prefill") == 0
         assert value(m, "sglang_exporter_fpm_schema_info", endpoint=v1_ep, version="1",
                      extra_fields="counter_id,version", missing_fields="") == 1
         missing = ["queued_requests", "worker_id"] + ["scheduled_requests." + f for f in (
@@ -262,7 +262,7 @@ def test_garbage_is_counted_never_fatal(tmp_path, promtool):
         assert _messages(m, ep, "undecodable") == 3 + len(undecodable)
         assert _messages(m, ep, "invalid") == len(invalid)
         assert _messages(m, ep, "lost") == 0
-        assert value(m, FPM_REQUESTS + "_sum", dp_rank="0", phase="decode") == 6
+        assert value(m, FPM_REQUESTS + "_sum", stage="", dp_rank="0", phase="decode") == 6
         assert {dict(k[1]).get("dp_rank") for k in m if k[0] == "sglang_scheduler_forward_passes_total"} == {"0"}
         assert value(m, "sglang_exporter_collector_success", collector="fpm") == 1
         assert exp.get("/healthz") == (200, "ok\n")
@@ -297,7 +297,7 @@ def test_overload_is_counted_as_lost_and_memory_stays_bounded(tmp_path):
         accounted = sum(_messages(m, ep, r) for r in ("ok", "heartbeat", "lost"))
         assert pub.next_seq - connect_beats <= accounted <= pub.next_seq
         assert _messages(m, ep, "ok") + _messages(m, ep, "lost") >= n
-        assert value(m, FPM_REQUESTS + "_sum", dp_rank="0", phase="decode") == 7 * _messages(m, ep, "ok")
+        assert value(m, FPM_REQUESTS + "_sum", stage="", dp_rank="0", phase="decode") == 7 * _messages(m, ep, "ok")
         with open(f"/proc/{exp.proc.pid}/status") as f:
             rss_mb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
         assert rss_mb < 150, rss_mb  # about 50 MB in steady state; the queue holds at most 10,000 messages
@@ -327,7 +327,7 @@ def test_endpoint_down_then_up(tmp_path):
             _connect(exp, pub)
             for _ in range(10):
                 pub.publish(forward_pass(0, decode=1))
-            m = exp.wait_for(lambda m: value(m, "sglang_scheduler_forward_passes_total", dp_rank="0",
+            m = exp.wait_for(lambda m: value(m, "sglang_scheduler_forward_passes_total", stage="", dp_rank="0",
                                              mode="decode") == 10 * round_, f"round {round_}'s passes")
             assert value(m, "sglang_exporter_fpm_up", endpoint=ep) == 1
             assert "sglang_scheduler_forward_pass_queued_requests" in {k[0] for k in m}

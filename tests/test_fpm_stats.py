@@ -78,14 +78,14 @@ def test_rank_cap_and_freshness():
     st.apply(0, [_msg(i, forward_pass(i, decode=1, queued_prefill=i + 1)) for i in range(3)])
     assert sorted(st.ranks) == [0, 1] and st.endpoints[0].results["invalid"] == 1
     m = _scrape(st)
-    assert value(m, "sglang_scheduler_forward_pass_queued_requests", dp_rank="1", phase="prefill") == 2
+    assert value(m, "sglang_scheduler_forward_pass_queued_requests", stage="", dp_rank="1", phase="prefill") == 2
     assert value(m, "sglang_exporter_fpm_up", endpoint="ipc:///e.0") == 1
     clock.t += 5.5
     m = _scrape(st)
     assert value(m, "sglang_exporter_fpm_up", endpoint="ipc:///e.0") == 0
-    assert value(m, "sglang_scheduler_forward_pass_queued_requests", dp_rank="1", phase="prefill") is None
-    assert value(m, "sglang_scheduler_forward_passes_total", dp_rank="1", mode="decode") == 1  # counters stay
+    assert value(m, "sglang_scheduler_forward_pass_queued_requests", stage="", dp_rank="1", phase="prefill") is None
+    assert value(m, "sglang_scheduler_forward_passes_total", stage="", dp_rank="1", mode="decode") == 1  # counters stay
     st.apply(0, [_msg(3, ForwardPassMetrics(dp_rank=1))])  # a heartbeat makes rank 1 fresh again
     m = _scrape(st)
-    assert value(m, "sglang_scheduler_forward_pass_queued_requests", dp_rank="1", phase="prefill") == 2
-    assert value(m, "sglang_scheduler_forward_pass_queued_requests", dp_rank="0", phase="prefill") is None
+    assert value(m, "sglang_scheduler_forward_pass_queued_requests", stage="", dp_rank="1", phase="prefill") == 2
+    assert value(m, "sglang_scheduler_forward_pass_queued_requests", stage="", dp_rank="0", phase="prefill") is None

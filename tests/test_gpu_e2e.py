@@ -32,7 +32,7 @@ def test_no_nvml_gpu_down_log_metrics_flow_and_promtool_passes(tmp_path, promtoo
         lines = (CORPUS / "007-decode-oom-retract-tp16.log").read_text(encoding="utf-8")
         with log.open("a", encoding="utf-8") as f:
             f.write(lines)
-        m = exp.wait_for(lambda m: (value(m, "sglang_scheduler_retractions_total", dp_rank="0") or 0) > 0,
+        m = exp.wait_for(lambda m: (value(m, "sglang_scheduler_retractions_total", stage="", dp_rank="0") or 0) > 0,
                          "scheduler metrics while NVML is missing")
         status, body = exp.get("/metrics")
         r = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, text=True)

@@ -26,7 +26,7 @@ def test_a_file_name_that_is_not_utf8_does_not_break_metrics(tmp_path, promtool)
     text = generate_latest(build_registry(store, log_source, None)).decode()
     m = samples(text)
     assert value(m, "sglang_exporter_log_file_opens_total", path=str(tmp_path / "evil\\xff.log")) == 1
-    assert value(m, "sglang_scheduler_retractions_total", dp_rank="0") == 2
+    assert value(m, "sglang_scheduler_retractions_total", stage="", dp_rank="0") == 2
     lint = subprocess.run([promtool, "check", "metrics"], input=text, text=True, capture_output=True, timeout=60)
     assert lint.returncode == 0, lint.stdout + lint.stderr
 

@@ -40,7 +40,7 @@ def test_an_event_that_cannot_be_applied_is_counted_and_loses_nothing_else(monke
     p.feed([PREFILL.format(s=0, tags="", n=1, t=5, q=0), PREFILL.format(s=1, tags="", n=1, t=7, q=0),
             PREFILL.format(s=2, tags="", n=1, t=9, q=0)])
     assert p.stats.lines[("prefill", "parsed")] == 2 and p.stats.lines[("prefill", "malformed")] == 1
-    assert p.store.states.schedulers["0"].replicas[""].prefill_computed_tokens == 14
+    assert p.store.states.schedulers[("", "0")].replicas[""].prefill_computed_tokens == 14
 
 
 def _log_metrics(p) -> dict:

@@ -93,15 +93,18 @@ def test_each_collector_describes_exactly_its_rows_and_collects_the_same_familie
     guarded = next(iter(registry._collector_to_names))
     collectors = dict(guarded.collectors)
     for name, collector in (("scheduler", collectors["scheduler"]), ("log", collectors["log"]),
+                            ("pipeline", collectors["pipeline"]),
                             ("gpu", GpuCollector(None)), ("fpm", FpmCollector(FpmStats(["ipc:///x.0"])))):
         want = [(m.family, m.type, m.help) for m in metrics.rows(name)]
         assert described(collector) == want, name
         assert all(not f.samples for f in collector.describe()), name
     collected = [(f.name, f.type, f.documentation) for f in collectors["scheduler"].collect()]
     assert collected == described(collectors["scheduler"])
-    # without NVML and the stream (one-shot): the scheduler's, the log's and the self-metrics' families
-    assert [f.name for f in guarded.describe()] == [m.family for m in metrics.TABLE
-                                                     if m.collector in ("scheduler", "log", "self")]
+    # without NVML, the stream and Omni's endpoints (one-shot): the scheduler's, the Omni pipeline's (from
+    # the log), the log's and the self-metrics' families
+    assert [f.name for f in guarded.describe()] == [m.family for m in metrics.TABLE if m.collector == "scheduler"] + [
+        m.family for m in metrics.TABLE if m.collector == "pipeline"] + [
+        m.family for m in metrics.TABLE if m.collector in ("log", "self")]
 
 
 def test_the_registry_knows_every_name_and_filters_by_name():
@@ -111,7 +114,7 @@ def test_the_registry_knows_every_name_and_filters_by_name():
     m = samples(generate_latest(registry.restricted_registry(
         ["sglang_scheduler_retractions_total", "sglang_scheduler_batch_size_bucket"])).decode())
     assert {name for name, _ in m} == {"sglang_scheduler_retractions_total", "sglang_scheduler_batch_size_bucket"}
-    assert value(m, "sglang_scheduler_retractions_total", dp_rank="0") == 9
+    assert value(m, "sglang_scheduler_retractions_total", stage="", dp_rank="0") == 9
 
 
 def test_a_duplicate_registration_fails_loudly():
@@ -129,7 +132,7 @@ def test_the_name_filter_through_a_real_scrape_of_the_running_command(tmp_path):
     log.write_text((CORPUS / RICH[0]).read_text(encoding="utf-8"))
     exp = Exporter("--log.path", str(log), "--log.from-beginning", "--gpu.enabled", "false")
     try:
-        exp.wait_for(lambda m: value(m, "sglang_scheduler_retractions_total", dp_rank="0") == 9, "the log read")
+        exp.wait_for(lambda m: value(m, "sglang_scheduler_retractions_total", stage="", dp_rank="0") == 9, "the log read")
         status, body = exp.get("/metrics?name[]=sglang_exporter_build_info")
         assert status == 200
         assert [line.split()[2] for line in body.splitlines() if line.startswith("# HELP")] == ["sglang_exporter_build_info"]
@@ -193,7 +196,7 @@ def test_every_metric_the_rules_and_dashboards_read_is_in_the_table():
 
 
 def test_the_table_check_catches_a_renamed_metric_and_a_wrong_label():
-    assert not_in_table("x", 'rate(sglang_scheduler_retraction_total{dp_rank="0"}[5m])') == [
+    assert not_in_table("x", 'rate(sglang_scheduler_retraction_total{stage="", dp_rank="0"}[5m])') == [
         "x: sglang_scheduler_retraction_total is not in the metric table"]
     assert not_in_table("x", 'sglang_gpu_power_watts{gpu_index="0"}') == ["x: sglang_gpu_power_watts has no label 'gpu_index'"]
     assert not_in_table("x", 'sglang_gpu_power_watts{gpu_instance_id="1", namespace="a"}') == []
@@ -209,7 +212,7 @@ def test_a_row_added_to_the_table_appears_everywhere_without_another_edit(monkey
     row = MetricDef("sglang_scheduler_decode_lines_total", COUNTER, SCHEDULER_LABELS, "lines",
                     "Decode batch lines", "Decode batch lines read (a throwaway row of this test).", "scheduler",
                     "counter.decode_lines")
-    expr = 'rate(sglang_scheduler_decode_lines_total{dp_rank="0"}[5m])'
+    expr = 'rate(sglang_scheduler_decode_lines_total{stage="", dp_rank="0"}[5m])'
     assert not_in_table("rule", expr) != []
     monkeypatch.setattr(metrics, "TABLE", (*metrics.TABLE, row))
     assert metrics.check(metrics.TABLE) == []
@@ -224,7 +227,7 @@ def test_a_row_added_to_the_table_appears_everywhere_without_another_edit(monkey
             only = r.read().decode()
     finally:
         server.stop()
-    assert value(samples(body), row.name, dp_rank="0") == 14  # corpus 008 has 14 Decode batch lines
+    assert value(samples(body), row.name, stage="", dp_rank="0") == 14  # corpus 008 has 14 Decode batch lines
     assert f"# HELP sglang_scheduler_decode_lines_total {row.help}" in body
     assert {name for name, _ in samples(only)} == {row.name}
     assert "sglang_scheduler_decode_lines" in [f.name for f in next(iter(registry._collector_to_names)).describe()]
@@ -232,5 +235,5 @@ def test_a_row_added_to_the_table_appears_everywhere_without_another_edit(monkey
     spec = importlib.util.spec_from_file_location("build_metrics_doc", ROOT / "scripts" / "build_metrics_doc.py")
     doc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(doc)
-    assert "| `sglang_scheduler_decode_lines_total` | counter | `dp_rank` | lines | Decode batch lines |" in doc.render()
+    assert "| `sglang_scheduler_decode_lines_total` | counter | `stage`, `dp_rank` | lines | Decode batch lines |" in doc.render()
     assert not_in_table("rule", expr) == []

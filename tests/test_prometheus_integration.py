@@ -207,12 +207,12 @@ def test_prometheus_scrapes_exporter_and_rules_compute_the_retraction_share(stac
     with log.open("a") as f:
         f.writelines(capacity)
     _wait_for("the exporter to read the capacity line",
-              lambda: value(exported(), "sglang_scheduler_max_total_tokens", dp_rank="0") == 87552,
+              lambda: value(exported(), "sglang_scheduler_max_total_tokens", stage="", dp_rank="0") == 87552,
               procs=procs)
     _wait_for("Prometheus to store the zero counters of a healthy target and SGLang's warm-up",
               lambda: prom.scalar('up{job="sglang-exporter"}') == 1
-              and prom.scalar('sum(sglang_scheduler_batches_total{dp_rank="0"})') == 0
-              and prom.scalar('sglang_scheduler_retractions_total{dp_rank="0"}') == 0
+              and prom.scalar('sum(sglang_scheduler_batches_total{stage="", dp_rank="0"})') == 0
+              and prom.scalar('sglang_scheduler_retractions_total{stage="", dp_rank="0"}') == 0
               and len(prom.query('{__name__=~"sglang[:_]num_retracted_requests_total"}')) == 3,  # 2 TP copies + DP 0
               procs=procs)
 
@@ -222,7 +222,7 @@ def test_prometheus_scrapes_exporter_and_rules_compute_the_retraction_share(stac
     with log.open("a") as f:
         f.writelines(storm)
     _wait_for("the exporter to read the storm",
-              lambda: value(exported(), "sglang_scheduler_retractions_total", dp_rank="0") == 9,
+              lambda: value(exported(), "sglang_scheduler_retractions_total", stage="", dp_rank="0") == 9,
               procs=procs)
 
     expected = 9 / (2 + 14 * 40)
@@ -249,12 +249,12 @@ def test_prometheus_scrapes_exporter_and_rules_compute_the_retraction_share(stac
 
     # The raw series the rules read exist, with the figures of the log.
     raw = {
-        'sum(sglang_scheduler_batches_total{dp_rank="0"})': 562,
-        'sglang_scheduler_retractions_total{dp_rank="0"}': 9,
-        'sum(sglang_scheduler_recomputed_tokens_total{dp_rank="0"})': 7364,
-        'sglang_scheduler_queue_request_seconds_total{dp_rank="0"}': 123,
-        'sglang_scheduler_admitted_requests_total{dp_rank="0"}': 2,
-        'sglang_scheduler_max_running_requests{dp_rank="0"}': 2048,
+        'sum(sglang_scheduler_batches_total{stage="", dp_rank="0"})': 562,
+        'sglang_scheduler_retractions_total{stage="", dp_rank="0"}': 9,
+        'sum(sglang_scheduler_recomputed_tokens_total{stage="", dp_rank="0"})': 7364,
+        'sglang_scheduler_queue_request_seconds_total{stage="", dp_rank="0"}': 123,
+        'sglang_scheduler_admitted_requests_total{stage="", dp_rank="0"}': 2,
+        'sglang_scheduler_max_running_requests{stage="", dp_rank="0"}': 2048,
     }
     for expr, want in raw.items():
         assert prom.scalar(expr) == want, expr
@@ -312,7 +312,7 @@ def test_prometheus_scrapes_exporter_and_rules_compute_the_retraction_share(stac
     assert math.isclose(share["sglang-0", "0"], expected, rel_tol=1e-9)
     assert math.isclose(share["sglang-1", "0"], native_only, rel_tol=1e-9)
     kv = per_scheduler("KV cache occupancy")
-    assert math.isclose(kv["sglang-0", "0"], value(exported(), "sglang_scheduler_kv_usage_ratio", dp_rank="0"),
+    assert math.isclose(kv["sglang-0", "0"], value(exported(), "sglang_scheduler_kv_usage_ratio", stage="", dp_rank="0"),
                         rel_tol=1e-9)
     assert kv["sglang-1", "0"] == kv["sglang-1", "1"] == 0.5
     assert math.isclose(per_scheduler("Queue wait (as alerted)")["sglang-0", "0"], 2.9, rel_tol=1e-9)

@@ -218,7 +218,8 @@ def _shape(obj, path=""):
 
 
 TOP_KEYS = ["schema", "inputs", "lines", "span", "schedulers", "settings", "batch_size", "retractions",
-            "throughput", "kv_capacity", "queue_latency", "scenario", "checklist", "startup", "timeline"]
+            "throughput", "kv_capacity", "queue_latency", "scenario", "checklist", "startup", "timeline",
+            "stages"]
 
 
 def test_json_keys_are_stable_across_logs():

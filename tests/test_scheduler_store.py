@@ -47,7 +47,7 @@ def test_a_snapshot_is_a_copy_ordered_by_rank_with_the_effective_capacity():
     store.apply([Capacity(Origin("0"), 1000, max_running_requests=8)], wall=0.0)
     store.apply(events([DECODE.format(s=0, tags=f" DP{dp} TP0", r=dp + 1, t=10, q=0) for dp in (10, 2)]), wall=5.0)
     snap = store.snapshot()
-    assert [s.identity for s in snap.schedulers] == [("0",), ("2",), ("10",)]
+    assert [s.identity for s in snap.schedulers] == [("", "0"), ("", "2"), ("", "10")]
     dp2 = snap.schedulers[1]
     assert dp2.capacity.max_total_num_tokens == 1000  # DP0's capacity line stands for every rank
     assert (dp2.latest["running_requests"], dp2.counter["decode_steps"], dp2.last_stats_wall) == (3, 40, 5.0)

@@ -21,4 +21,4 @@ def test_a_failing_collector_does_not_fail_the_scrape():
     m = samples(generate_latest(registry).decode())
     assert value(m, "sglang_exporter_collector_success", collector="broken") == 0
     assert value(m, "sglang_exporter_collector_success", collector="scheduler") == 1
-    assert value(m, "sglang_scheduler_running_requests", dp_rank="0") == 7
+    assert value(m, "sglang_scheduler_running_requests", stage="", dp_rank="0") == 7

@@ -131,6 +131,6 @@ def test_chunked_prefill_size_setting_discounts_continuing_chunks(capsys):
 
     log = str(CORPUS / "020-chunked-prefill-cache-hit-rate-percent-2024.log")
     assert main(["--log.path", log, "--one-shot"]) == 0
-    assert value(capsys.readouterr().out, "sglang_scheduler_admitted_requests_total", dp_rank="0") == 14
+    assert value(capsys.readouterr().out, "sglang_scheduler_admitted_requests_total", stage="", dp_rank="0") == 14
     assert main(["--log.path", log, "--one-shot", "--sglang.chunked-prefill-size", "2048"]) == 0
-    assert value(capsys.readouterr().out, "sglang_scheduler_admitted_requests_total", dp_rank="0") == 8
+    assert value(capsys.readouterr().out, "sglang_scheduler_admitted_requests_total", stage="", dp_rank="0") == 8

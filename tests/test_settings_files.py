@@ -111,7 +111,7 @@ def test_one_shot_reads_a_good_config_file(tmp_path):
     cfg.write_text(f"one_shot = true\n[log]\npath = {str(log)!r}\n")
     r = _run("--config.file", str(cfg))
     assert r.returncode == 0, r.stderr
-    assert value(r.stdout, "sglang_scheduler_retractions_total", dp_rank="0") == 9
+    assert value(r.stdout, "sglang_scheduler_retractions_total", stage="", dp_rank="0") == 9
 
 
 def _cycle_with_deadline(poller: GpuPoller) -> None:

@@ -163,12 +163,12 @@ def test_real_command_on_ipv6_negotiates_gzip_and_openmetrics_and_filters_by_nam
                 return r.status, r.headers, r.read()
 
         deadline = time.monotonic() + 30
-        while value(get("/metrics")[2].decode(), "sglang_scheduler_retractions_total", dp_rank="0") != 9:
+        while value(get("/metrics")[2].decode(), "sglang_scheduler_retractions_total", stage="", dp_rank="0") != 9:
             assert time.monotonic() < deadline, "the log was not read"
             time.sleep(0.1)
         status, headers, body = get("/metrics", **{"Accept-Encoding": "gzip"})
         assert status == 200 and headers["Content-Encoding"] == "gzip"
-        assert value(gzip.decompress(body).decode(), "sglang_scheduler_retractions_total", dp_rank="0") == 9
+        assert value(gzip.decompress(body).decode(), "sglang_scheduler_retractions_total", stage="", dp_rank="0") == 9
         status, headers, body = get("/metrics", Accept="application/openmetrics-text; version=1.0.0")
         assert headers["Content-Type"].startswith("application/openmetrics-text")
         assert body.endswith(b"# EOF\n") and b"sglang_scheduler_retractions_total" in body
@@ -181,7 +181,7 @@ def test_real_command_on_ipv6_negotiates_gzip_and_openmetrics_and_filters_by_nam
         names = "name[]=sglang_scheduler_retractions_total&name[]=sglang_exporter_build_info"
         m = samples(get("/metrics?" + names)[2].decode())
         assert {name for name, _ in m} == {"sglang_scheduler_retractions_total", "sglang_exporter_build_info"}
-        assert value(m, "sglang_scheduler_retractions_total", dp_rank="0") == 9
+        assert value(m, "sglang_scheduler_retractions_total", stage="", dp_rank="0") == 9
         assert get("/metrics?name[]=no_such_metric")[2] == b""
     finally:
         proc.terminate()

@@ -51,7 +51,7 @@ def exporter(tmp_path_factory):
     log = tmp_path_factory.mktemp("web-limits") / "sglang.log"
     log.write_text((CORPUS / "008-retraction-storm-tokens-gained-uvicorn.log").read_text(encoding="utf-8"))
     exp = Exporter("--log.path", str(log), "--log.from-beginning", "--gpu.enabled", "false")
-    exp.wait_for(lambda m: value(m, "sglang_scheduler_retractions_total", dp_rank="0") == 9, "the log")
+    exp.wait_for(lambda m: value(m, "sglang_scheduler_retractions_total", stage="", dp_rank="0") == 9, "the log")
     yield exp
     code = exp.terminate()
     assert code == 0, "".join(exp.stderr_lines[-20:])

@@ -10,9 +10,10 @@ edit, as long as its collector's snapshot has the value at its read path.
 
 The rows live in one module per source: :mod:`.scheduler` (``sglang_scheduler_*`` from the log),
 :mod:`.exporter` (``sglang_exporter_*``: the log source and the self-metrics), :mod:`.gpu`
-(``sglang_gpu_*``), :mod:`.fpm` (the per-forward-pass stream); :mod:`.buckets` holds the bucket
-rule their batch-size and token histograms share. No Prometheus import here: the scheduler state and
-the stream's statistics take their buckets from this table.
+(``sglang_gpu_*``), :mod:`.fpm` (the per-forward-pass stream), :mod:`.omni` (SGLang Omni's own facts:
+``sglang_omni_*`` from its log and from its endpoints); :mod:`.buckets` holds the bucket rule their
+batch-size and token histograms share. No Prometheus import here: the scheduler state and the
+stream's statistics take their buckets from this table.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from . import exporter as _exporter
 from . import fpm as _fpm
 from . import gpu as _gpu
+from . import omni as _omni
 from . import scheduler as _scheduler
 from .defs import COUNTER, DEVICE_LABELS, GAUGE, HISTOGRAM, MIG_LABELS, SCHEDULER_LABELS, MetricDef
 
@@ -28,10 +30,10 @@ __all__ = ["COUNTER", "DEVICE_LABELS", "GAUGE", "HISTOGRAM", "MIG_LABELS", "SCHE
 
 #: Every metric, in exposition order within each collector.
 TABLE: tuple[MetricDef, ...] = (*_scheduler.ROWS, *_exporter.LOG_ROWS, *_exporter.SELF_ROWS, *_gpu.ROWS,
-                                *_fpm.ROWS)
+                                *_fpm.ROWS, *_omni.PIPELINE_ROWS, *_omni.OMNI_ROWS)
 
 #: The collectors a row may name.
-COLLECTORS = ("scheduler", "log", "self", "gpu", "fpm")
+COLLECTORS = ("scheduler", "log", "self", "gpu", "fpm", "pipeline", "omni")
 
 
 def rows(collector: str) -> tuple[MetricDef, ...]:
@@ -71,7 +73,9 @@ def check(table: tuple[MetricDef, ...]) -> list[str]:
             problems.append(f"{m.name}: unknown collector {m.collector!r}")
         prefixes = {"scheduler": ("sglang_scheduler_",), "log": ("sglang_exporter_",),
                     "self": ("sglang_exporter_",), "gpu": ("sglang_gpu_",),
-                    "fpm": ("sglang_scheduler_forward_pass", "sglang_exporter_fpm_")}.get(m.collector, ("?",))
+                    "fpm": ("sglang_scheduler_forward_pass", "sglang_exporter_fpm_"),
+                    "pipeline": ("sglang_omni_",),
+                    "omni": ("sglang_omni_", "sglang_exporter_omni_")}.get(m.collector, ("?",))
         if not m.name.startswith(prefixes):
             problems.append(f"{m.name}: the {m.collector} collector's metrics start with {' or '.join(prefixes)}")
         if m.name.startswith("sglang_scheduler_") and m.labels[:len(SCHEDULER_LABELS)] != SCHEDULER_LABELS:

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 
-#: Labels that identify a scheduler, first on every ``sglang_scheduler_*`` series. A scheduler is a
-#: DP rank today; SGLang Omni's stage joins here (``("stage", "dp_rank")``), with the store's identity.
-SCHEDULER_LABELS = ("dp_rank",)
+#: Labels that identify a scheduler, first on every ``sglang_scheduler_*`` series: SGLang Omni's pipeline
+#: stage (``""`` for plain SGLang) and the DP rank, in the order of the store's identity
+#: (:attr:`exporter.scheduler.store.SchedulerView.identity`). The monitoring config reads them from here.
+SCHEDULER_LABELS = ("stage", "dp_rank")
 #: Labels of a per-device NVML series; a MIG device adds :data:`MIG_LABELS` after them.
 DEVICE_LABELS = ("gpu", "uuid")
 MIG_LABELS = ("gpu_instance_id", "compute_instance_id")

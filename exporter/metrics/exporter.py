@@ -21,9 +21,11 @@ def _self(name, type_, labels, unit, read, source, help_) -> MetricDef:
 
 LOG_ROWS = (
     _log("sglang_exporter_log_lines_total", COUNTER, ("kind", "result"), "lines", "lines",
-         "the log source's ingest step: each line parsed once (exporter/sources/log/ingest.py)",
+         "the log source's ingest step: each line parsed once (exporter/sources/log/ingest.py), its stage "
+         "given by exporter/sources/log/attribution.py",
          "Log lines read, by line kind and result (parsed; ignored: not a scheduler line; malformed: a "
-         "scheduler line too damaged to apply)."),
+         "scheduler line too damaged to apply; unattributed: an SGLang Omni line of several stages that does "
+         "not say which stage printed it, applied to none: see docs/sglang-omni.md)."),
     _log("sglang_exporter_log_rejected_lines_total", COUNTER, ("reason",), "lines", "rejected",
          "the scheduler state's checks (exporter/scheduler/state.py), counted by the ingest step",
          "Scheduler lines parsed but refused (also counted as malformed), by reason: rank (a rank tag the "

@@ -165,9 +165,9 @@ ROWS = (
        "on decode prealloc (#prealloc-req), transfer (#transfer-req), retracted (#retracted-req)."),
     _m("sglang_scheduler_max_total_tokens", GAUGE, S, "tokens", "capacity.max_total_num_tokens",
        "max_total_num_tokens of the start-up capacity line (2024-06+; the [gpu_id=..] form in 2024); without "
-       "one (SGLang Omni), #tokens of the latest 'KV Cache is allocated' line",
+       "one (SGLang Omni's stages), #tokens of the scheduler's (else its stage's latest) 'KV Cache is allocated' line",
        "KV-cache capacity in tokens: max_total_num_tokens of the start-up capacity line, else #tokens of the "
-       "'KV Cache is allocated' line."),
+       "'KV Cache is allocated' line (SGLang Omni: the stage's own)."),
     _m("sglang_scheduler_max_running_requests", GAUGE, S, "requests", "capacity.max_running_requests",
        "max_running_requests of the start-up capacity line",
        "Configured ceiling of running requests: max_running_requests of the start-up capacity line."),

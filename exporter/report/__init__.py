@@ -20,7 +20,8 @@ from .cli import main
 from .kv import model_kv_bytes_per_token
 from .plots import make_plots
 from .linedata import split_server_args
-from .read import MAX_LINE_BYTES, Recorder, read_logs
+from .files import MAX_LINE_BYTES, read_logs
+from .read import Recorder
 from .schema import SCHEMA, jsonable, violations
 from .stats import distribution, percentile
 

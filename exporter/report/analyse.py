@@ -2,14 +2,17 @@
 
 :func:`analyse` is the whole pipeline after reading: recorder -> basis -> one function per checklist
 section (each in its own module, with its figures' domains) -> the document (a plain ``dict`` with
-the stable keys of :data:`~exporter.report.schema.TOP_KEYS`), checked against its domains.
+the stable keys of :data:`~exporter.report.schema.TOP_KEYS`), checked against its domains. An SGLang
+Omni log gets one such document per stage under ``stages`` (the top level then holds only plain
+SGLang's schedulers, usually none), so that two stages are never one story.
 """
 
 from __future__ import annotations
 
 from . import batch, header, kv, queue, retractions, scenario, startup, throughput
 from .basis import basis
-from .read import InputFile, Recorder
+from .files import InputFile
+from .read import Recorder
 from .schema import SCHEMA, enforce
 
 
@@ -19,8 +22,8 @@ def analyse(rec: Recorder, inputs: list[InputFile], window: float = 10.0,
     """Turn a filled recorder into the report document (see :mod:`exporter.report.schema`).
 
     Args:
-        rec: The recorder after :func:`~exporter.report.read.read_logs`.
-        inputs: What :func:`~exporter.report.read.read_logs` returned.
+        rec: The recorder after :func:`~exporter.report.files.read_logs`.
+        inputs: What :func:`~exporter.report.files.read_logs` returned.
         window: Seconds per window of the per-window retraction share.
         model_config: A parsed Hugging Face ``config.json`` for the per-token KV size, or None.
         kv_bytes: Bytes per KV element overriding the config's dtype (``fp8``: 1), or None.
@@ -31,6 +34,19 @@ def analyse(rec: Recorder, inputs: list[InputFile], window: float = 10.0,
     Raises:
         ValueError: ``model_config`` lacks what the per-token KV size needs.
     """
+    doc = _analyse(rec.stage_view(""), inputs, window, model_config, kv_bytes, expect, enforce_domains)
+    doc["lines"]["unattributed"] = {k: n for (k, result), n in sorted(rec.lines.items()) if result == "unattributed"}
+    doc["stages"] = {}
+    for stage in rec.stages:
+        sub = _analyse(rec.stage_view(stage), inputs, window, model_config, kv_bytes, expect, enforce_domains)
+        del sub["stages"]
+        doc["stages"][stage] = sub
+    return doc
+
+
+def _analyse(rec: Recorder, inputs: list[InputFile], window: float, model_config: dict | None,
+             kv_bytes: float | None, expect: dict[str, str] | None, enforce_domains: bool) -> dict:
+    """The document of one stage's view of the recorder (plain SGLang: stage ``""``)."""
     b = basis(rec, inputs)
     batch_size = batch.section(b)
     retraction = retractions.section(b, window)
@@ -42,7 +58,7 @@ def analyse(rec: Recorder, inputs: list[InputFile], window: float = 10.0,
         "inputs": header.inputs(b),
         "lines": header.lines(b),
         "span": header.span(b),
-        "schedulers": sorted(rec.states.schedulers),
+        "schedulers": [dp for _, dp in sorted(rec.states.schedulers)],
         "settings": header.settings(b),
         "batch_size": batch_size,
         "retractions": retraction,
@@ -53,6 +69,7 @@ def analyse(rec: Recorder, inputs: list[InputFile], window: float = 10.0,
         "checklist": scenario.checklist(b, window, scene, retraction, kv_capacity, queue_latency),
         "startup": startup.section(b, expect),
         "timeline": header.timeline(b),
+        "stages": {},
     }
     if enforce_domains:
         enforce(doc)

@@ -1,13 +1,15 @@
 """The facts every section of the report shares, derived once from a filled :class:`~.read.Recorder`.
 
-* **Samples.** Per scheduler (DP rank) the report takes the lines of one replica, the one with the
+* **Samples.** Per scheduler (DP rank; the report runs once per SGLang Omni stage, over
+  :meth:`~.read.Recorder.stage_view`) the report takes the lines of one replica, the one with the
   most lines of that kind (the replica-max rule of the metrics: a line printed by 8 TP ranks is one
   line). Counters come from the scheduler state, which applies the same rule.
 * **Time.** ``stats_seconds`` is the span from the first to the last Prefill/Decode line;
   ``active_seconds`` the same with every silence longer than
   :data:`~exporter.limits.QUEUE_SAMPLE_MAX_GAP_SECONDS` counted as that cap (SGLang prints nothing
   while idle; the exporter's queue integral caps the same gaps). Rates divide by ``active_seconds``.
-* **Settings in effect.** Decode-log interval, ceiling (``max_running_requests``), KV capacity in
+* **Settings in effect.** Decode-log interval, ceiling (``max_running_requests``; for an SGLang Omni
+  stage, which never prints it, the largest decode CUDA-graph batch size as a proxy), KV capacity in
   tokens (start-up line, else the ``KV Cache is allocated`` line, else estimated from ``#token`` /
   ``token usage``), chunk size (start-up line, ``server_args``, ``--chunked-prefill-size``, else
   inferred), TP size.
@@ -20,7 +22,8 @@ import math
 from dataclasses import dataclass
 
 from ..limits import DEFAULT_DECODE_LOG_INTERVAL, QUEUE_SAMPLE_MAX_GAP_SECONDS
-from .read import DecodeRow, InputFile, PrefillRow, Recorder, ReplicaSamples, RetractionRow
+from .files import InputFile
+from .read import DecodeRow, PrefillRow, Recorder, ReplicaSamples, RetractionRow
 from .stats import percentile
 
 #: Lines whose usage is below this are too coarse (two decimals) to estimate a pool's size from.
@@ -160,7 +163,7 @@ def _active(times: list[float]) -> tuple[float | None, float | None, int]:
 
 
 def basis(rec: Recorder, inputs: list[InputFile]) -> Basis:
-    """Derive the shared facts from a recorder filled by :func:`~.read.read_logs`."""
+    """Derive the shared facts from a recorder filled by :func:`~.files.read_logs`."""
     st = rec.states
     scheds = st.schedulers
     decode_by = {dp: s.decode for dp, s in _primary(rec, "decode").items() if s.decode}
@@ -172,8 +175,11 @@ def basis(rec: Recorder, inputs: list[InputFile]) -> Basis:
     span, active, gaps = _active(stats_times)
 
     cap = None
-    for dp in sorted(scheds):
-        cap = st.effective_capacity(scheds[dp])
+    for key in sorted(scheds):
+        sched = scheds[key]
+        cap = st.effective_capacity(sched, key[0])
+        if cap is not None and cap is sched.capacity and sched.capacity_from_kv:
+            cap = None  # an SGLang Omni stage's KV Cache line: its tokens come below, it is no capacity line
         if cap is not None:
             break
     sa = st.server_args
@@ -181,6 +187,8 @@ def basis(rec: Recorder, inputs: list[InputFile]) -> Basis:
         ceiling, ceiling_source = cap.max_running_requests, "capacity line"
     elif sa is not None and sa.max_running_requests:
         ceiling, ceiling_source = sa.max_running_requests, "server_args"
+    elif rec.ceiling_proxy:
+        ceiling, ceiling_source = rec.ceiling_proxy, "proxy: the largest decode CUDA-graph batch size"
     else:
         ceiling, ceiling_source = None, None
 
@@ -202,11 +210,12 @@ def basis(rec: Recorder, inputs: list[InputFile]) -> Basis:
 
     chunk, chunk_source = None, None
     if scheds:
-        first = scheds[sorted(scheds)[0]]
-        chunk = st.chunked_prefill_size(first)
+        first_key = sorted(scheds)[0]
+        first = scheds[first_key]
+        chunk = st.chunked_prefill_size(first, first_key[0])
         if chunk is not None:
             chunk_source = ("capacity line" if any(c is not None and c.chunked_prefill_size == chunk
-                                                    for c in (first.capacity, st.capacity))
+                                                    for c in (first.capacity, st.capacities.get(first_key[0])))
                             else "server_args" if sa is not None and sa.chunked_prefill_size == chunk
                             else "--chunked-prefill-size")
     admitted = 0

@@ -22,7 +22,8 @@ from . import plots
 from .analyse import analyse
 from .baseline import compare
 from .kv import model_kv_bytes_per_token
-from .read import PROG, InputFile, Recorder, read_logs
+from .files import PROG, InputFile, read_logs
+from .read import Recorder
 from .schema import jsonable
 from .text import text
 

@@ -1,8 +1,9 @@
 """The report's header: what was read (inputs, lines, span), the settings in effect, the timeline.
 
 Figures (all exact counts of what was read): per input ``bytes``, ``lines``, ``oversized_lines``
-(skipped), ``scheduler_lines``; ``lines``: parsed and malformed lines per kind, other lines, and
-numbers the report reads itself that were damaged and ignored; ``span``: the first and last
+(skipped), ``scheduler_lines``; ``lines``: parsed and malformed lines per kind, other lines,
+numbers the report reads itself that were damaged and ignored, and (top level) SGLang Omni lines of
+several stages that no stage could claim (``unattributed``, per kind); ``span``: the first and last
 time-stamped line of any kind, ``seconds`` between them, ``stats_seconds`` between the first and last
 Prefill/Decode line and ``active_seconds`` the same with silences capped (see
 :mod:`exporter.report.basis`).
@@ -23,7 +24,7 @@ SCHEMA = "sglang-exporter-report/1"
 INPUTS = ListOf(Record({"path": LABEL, "bytes": COUNT, "lines": COUNT, "oversized_lines": COUNT,
                         "scheduler_lines": COUNT}))
 LINES = Record({"parsed": MapOf(COUNT), "malformed": MapOf(COUNT), "ignored": COUNT,
-                "values_rejected": MapOf(COUNT)})
+                "values_rejected": MapOf(COUNT), "unattributed": MapOf(COUNT)})
 SPAN = Record({"first": LABEL, "last": LABEL, "seconds": AMOUNT, "stats_seconds": AMOUNT,
                "active_seconds": AMOUNT, "idle_gaps": COUNT, "idle_gap_cap_seconds": AMOUNT,
                "timestamps": FLAG, "timestamped_lines": COUNT, "time_of_day_only": FLAG})

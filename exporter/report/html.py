@@ -8,7 +8,7 @@ import html as _html
 from . import plots
 from .baseline import BASELINE_SCHEMA
 from .fmt import num, pct
-from .rows import baseline_change, baseline_value, header, sections
+from .rows import baseline_change, baseline_value, header, sections, stage_line
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:60rem;color:#222;padding:0 1rem}
@@ -45,6 +45,17 @@ def _img(name: str, images: dict[str, bytes], alt: str) -> str:
 
 def _single(doc: dict, images: dict[str, bytes], heading: str) -> str:
     parts = [f"<h1>{_e(heading)}</h1>", '<p class="meta">' + "<br>".join(_e(x) for x in header(doc)) + "</p>"]
+    stages = doc.get("stages") or {}
+    if doc["schedulers"] or not stages:
+        parts.append(_body(doc, images))
+    for name, sub in stages.items():  # SGLang Omni: one block per stage (the plots show plain SGLang's only)
+        parts.append(f'<section class="stage" id="stage-{_e(name)}"><h1>Stage {_e(name)}</h1>'
+                     f'<p class="meta">{_e(stage_line(sub))}</p>{_body(sub, {})}</section>')
+    return "\n".join(parts)
+
+
+def _body(doc: dict, images: dict[str, bytes]) -> str:
+    parts = []
     plot_for = {"1. Batch size": [("batch_queue", "running batch and queue over time"),
                                   ("batch_hist", "decode batch-size distribution")],
                 "2. Retractions": [("kv_usage", "KV usage over time with retractions")]}

@@ -1,27 +1,26 @@
-"""Reading recorded logs: every line through the exporter's parser and scheduler state, plus the
-per-line samples that percentiles need (:class:`Recorder`, :func:`read_logs`) and the line data the
-report reads itself (:mod:`exporter.report.linedata`).
+"""Reading recorded lines: every line through the exporter's parser, stage attribution and scheduler
+state, plus the per-line samples that percentiles need (:class:`Recorder`) and the line data the
+report reads itself (:mod:`exporter.report.linedata`). The files are read by :mod:`.files`.
+
+An SGLang Omni log holds one scheduler per pipeline stage: the samples are kept per stage, and
+:meth:`Recorder.stage_view` gives each stage's own recorder, so the report has one section per stage
+and never merges two stages (``docs/sglang-omni.md``).
 """
 
 from __future__ import annotations
 
-import errno
-import gzip
-import os
-import sys
-import time
-import zlib
+import copy
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..status import PROG as COMMAND
-from ..limits import DEFAULT_DECODE_LOG_INTERVAL, DEFAULT_MAX_LINE_BYTES, QUEUE_SAMPLE_MAX_GAP_SECONDS
+from ..limits import DEFAULT_DECODE_LOG_INTERVAL, QUEUE_SAMPLE_MAX_GAP_SECONDS
 from .linedata import MAMBA_NUM, SWA_TOKENS, FinishRecords, kv_allocation, line_time, split_server_args
 from .upstream import (
     KIND_OF,
     Capacity,
     DecodeBatch,
+    KvCacheAllocated,
     Malformed,
     PrefillBatch,
     ReqTimeStats,
@@ -29,14 +28,13 @@ from .upstream import (
     Retraction,
     SchedulerStates,
     ServerArgs,
+    StageAttribution,
     parse_line,
 )
 
-PROG = f"{COMMAND} report"
-#: Lines longer than this are skipped and counted (the tailer's default ``--log.max-line-bytes``).
-MAX_LINE_BYTES = DEFAULT_MAX_LINE_BYTES
-#: Inputs larger than this show progress on a terminal.
-PROGRESS_MIN_BYTES = 64 << 20
+#: Event types of SGLang Omni's own lines that are no scheduler line of the report (pipeline facts).
+_SCHEDULER_KINDS = frozenset(KIND_OF) - {t for t, k in KIND_OF.items() if k == "omni"}
+
 
 
 class DecodeRow(NamedTuple):
@@ -120,7 +118,12 @@ class Recorder:
                                       chunked_prefill_size=chunked_prefill_size)
         self.lines: Counter[tuple[str, str]] = Counter()
         self.scheduler_lines = 0  # lines the parser read as a scheduler line (all kinds)
-        self.samples: dict[tuple[str, str], ReplicaSamples] = {}
+        self.attribution = StageAttribution(warn=lambda text: None)  # the report says it in its header
+        # (stage, dp_rank, replica) -> samples; stage "" for plain SGLang
+        self.all_samples: dict[tuple[str, str, str], ReplicaSamples] = {}
+        self.samples: dict[tuple[str, str], ReplicaSamples] = {}  # of stage "" (a stage view's: its own)
+        self.kv_alloc_by_stage: dict[str, tuple[int, float]] = {}  # SGLang Omni stages' KV Cache lines
+        self.ceiling_proxy: int | None = None  # a stage view's CUDA-graph batch-size proxy
         self.server_args: dict[str, str] = {}
         self.server_args_count = 0
         self.req_stats: list[ReqTimeStats] = []
@@ -195,10 +198,12 @@ class Recorder:
     # -- lines -----------------------------------------------------------------------------------
 
     def _replica(self, origin) -> ReplicaSamples:
-        key = (origin.dp_rank, origin.replica)
-        s = self.samples.get(key)
+        key = (origin.stage, origin.dp_rank, origin.replica)
+        s = self.all_samples.get(key)
         if s is None:
-            s = self.samples[key] = ReplicaSamples()
+            s = self.all_samples[key] = ReplicaSamples()
+            if not origin.stage:
+                self.samples[key[1:]] = s
             for tag in origin.replica.split():
                 if tag.startswith("TP") and tag[2:].isascii() and tag[2:].isdigit() and len(tag) <= 8:
                     self.max_tp_tag = max(self.max_tp_tag, int(tag[2:]))
@@ -219,10 +224,10 @@ class Recorder:
             if stamp:
                 self._note_time(*stamp)
             return
-        if "KV Cache is allocated" in line:
-            self._kv_alloc_line(line)
         ev = parse_line(line)
         kind = type(ev)
+        if "KV Cache is allocated" in line and kind is not KvCacheAllocated:  # SGLang's; Omni's are per stage
+            self._kv_alloc_line(line)
         if ev is None or kind is Malformed or kind not in KIND_OF:
             if ev is None or kind is not Malformed:
                 self.lines[("other", "ignored")] += 1
@@ -232,9 +237,44 @@ class Recorder:
             if stamp:
                 self._note_time(*stamp)
             return
-        self.lines[(KIND_OF[kind], "parsed")] += 1
-        self.scheduler_lines += 1
+        self.lines[(KIND_OF[kind], "parsed")] += 1  # an SGLang Omni start-up line held back counts when read
+        kept, dropped = self.attribution.attribute((ev,))
+        for other, _ in dropped:  # an SGLang Omni line of several stages that says not which: no stage's
+            self.lines[(KIND_OF[type(other)], "parsed")] -= 1
+            self.lines[(KIND_OF[type(other)], "unattributed")] += 1
+        # the line's own event comes last, after held start-up events that it released
+        own = bool(kept) and not (dropped and dropped[-1][0] is ev)
+        for k in kept[:-1] if own else kept:
+            self._apply(k, "")
+        if own:
+            self._apply(kept[-1], line)
+        else:  # held or dropped: the line's time still counts
+            stamp = line_time(line)
+            if stamp:
+                self._note_time(*stamp)
+
+    def finish_attribution(self) -> None:
+        """Decide SGLang Omni's held start-up lines (the end of the input)."""
+        kept, dropped = self.attribution.finish()
+        for other, _ in dropped:
+            self.lines[(KIND_OF[type(other)], "parsed")] -= 1
+            self.lines[(KIND_OF[type(other)], "unattributed")] += 1
+        for k in kept:
+            self._apply(k, "")
+
+    def _apply(self, ev, line: str) -> None:
+        """Record one event with the samples the report needs, and apply it to the state. ``line`` is
+        the event's own line (empty for an SGLang Omni start-up event released later)."""
+        kind = type(ev)
         origin = ev.origin
+        if kind not in _SCHEDULER_KINDS:  # SGLang Omni's pipeline and capacity lines
+            if kind is KvCacheAllocated:
+                self.kv_alloc_by_stage[origin.stage] = (ev.tokens, ev.gib if ev.gib is not None else 0.0)
+            if origin.log_time is not None:
+                self._note_time(origin.log_time, origin.time_of_day_only)
+            self.states.apply(ev, wall=0.0)
+            return
+        self.scheduler_lines += 1
         t = self._event_time(origin)
         if kind is DecodeBatch:
             self._decode(ev, line, t)
@@ -248,9 +288,9 @@ class Recorder:
             if ev.running_req == 0:
                 samples.idle = True
         elif kind is Retraction:
-            sched = self.states.schedulers.get(origin.dp_rank)
+            sched = self.states.schedulers.get((origin.stage, origin.dp_rank))
             if ev.new_tokens_gained is None and (sched is None or sched.mean_tokens_per_running_req is None):
-                self.unestimated[(origin.dp_rank, origin.replica)] += 1
+                self.unestimated[(origin.stage, origin.dp_rank, origin.replica)] += 1
             self._replica(origin).retractions.append(RetractionRow(t, ev.retracted_reqs, ev.new_tokens_gained))
         elif kind is ServerArgs:
             self.server_args = split_server_args(line)
@@ -305,87 +345,39 @@ class Recorder:
     @property
     def unestimated_retractions(self) -> int:
         """Retractions whose recompute could not be sized, counted once over replicas."""
-        best: dict[str, int] = {}
-        for (dp, _), n in self.unestimated.items():
-            best[dp] = max(best.get(dp, 0), n)
+        best: dict[tuple[str, str], int] = {}
+        for (stage, dp, _), n in self.unestimated.items():
+            best[(stage, dp)] = max(best.get((stage, dp), 0), n)
         return sum(best.values())
 
+    @property
+    def stages(self) -> list[str]:
+        """SGLang Omni stages with a scheduler in the log, sorted (``[]`` for plain SGLang)."""
+        return sorted({stage for stage, _ in self.states.schedulers} - {""})
+
+    def stage_view(self, stage: str) -> Recorder:
+        """A recorder of one stage's schedulers only (``""``: plain SGLang's), for the sections.
+
+        The line counts, the time span, ``server_args`` and the request records stay the whole run's;
+        samples, scheduler states, capacities and counters are the stage's own, and a stage's KV
+        capacity comes from its own ``KV Cache is allocated`` line.
+        """
+        view = copy.copy(self)
+        view.samples = {(dp, r): s for (st, dp, r), s in self.all_samples.items() if st == stage}
+        view.unestimated = Counter({k: n for k, n in self.unestimated.items() if k[0] == stage})
+        view.req_stats = [r for r in self.req_stats if r.origin.stage == stage]
+        states = copy.copy(self.states)
+        states.schedulers = {k: s for k, s in self.states.schedulers.items() if k[0] == stage}
+        states.capacities = {k: c for k, c in self.states.capacities.items() if k == stage}
+        view.states = states
+        if stage:
+            alloc = self.kv_alloc_by_stage.get(stage)
+            view.kv_alloc, view.kv_alloc_tokens = alloc, ({alloc[0]} if alloc else set())
+            view.ceiling_proxy = self.states.pipeline.ceiling_proxy.get(stage)
+        return view
+
     def finish_input(self) -> None:
-        """Flush a Finish record still being joined at the end of the input."""
+        """Flush a Finish record still being joined, and SGLang Omni's held start-up lines, at the end
+        of the input."""
         self.finish.flush()
-
-
-@dataclass
-class InputFile:
-    """One input's path, bytes and lines read, and how many of its lines were scheduler lines."""
-
-    path: str
-    bytes: int = 0
-    lines: int = 0
-    oversized_lines: int = 0
-    scheduler_lines: int = 0
-
-
-def read_logs(paths: list[str], recorder: Recorder, progress: bool | None = None) -> list[InputFile]:
-    """Feed every line of the files, in order, into the recorder.
-
-    Several files are one run: rotated segments in order, or the logs of the nodes of one
-    multi-node group (replica tags keep them apart). ``.gz`` files are decompressed. Bytes are split
-    on ``\\n`` only (a tqdm ``\\r`` stays inside its line), decoded as UTF-8 with replacement.
-
-    Raises:
-        OSError: a file cannot be opened or read (a damaged ``.gz`` included), naming the file.
-    """
-    total = sum(os.path.getsize(p) for p in paths)
-    if progress is None:
-        progress = total >= PROGRESS_MIN_BYTES and sys.stderr.isatty()
-    done = 0
-    next_report = [0.0]  # shared with _read_one across files
-    started = time.monotonic()
-    out = []
-    for path in paths:
-        info = InputFile(path)
-        before = recorder.scheduler_lines
-        try:
-            _read_one(path, info, recorder, progress, total, done, started, next_report)
-        except OSError as exc:  # gzip.BadGzipFile included; name the file when the error does not
-            if exc.filename is None:
-                raise OSError(exc.errno or errno.EIO, exc.strerror or str(exc) or type(exc).__name__,
-                              path) from exc
-            raise
-        except (EOFError, zlib.error) as exc:  # a truncated or corrupt .gz
-            raise OSError(errno.EIO, f"damaged gzip data ({exc})", path) from exc
-        recorder.finish_input()
-        info.scheduler_lines = recorder.scheduler_lines - before
-        done += os.path.getsize(path) if not path.endswith(".gz") else info.bytes
-        out.append(info)
-    if progress:
-        print(file=sys.stderr)
-    return out
-
-
-def _read_one(path: str, info: InputFile, recorder: Recorder, progress: bool, total: int, done: int,
-              started: float, next_report: list[float]) -> None:
-    """Feed one file's lines; a line over :data:`MAX_LINE_BYTES` is skipped without being held whole."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        while True:
-            raw = f.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                break
-            info.bytes += len(raw)
-            info.lines += 1
-            if len(raw) > MAX_LINE_BYTES:
-                info.oversized_lines += 1
-                while not raw.endswith(b"\n"):
-                    raw = f.readline(MAX_LINE_BYTES + 1)
-                    if not raw:
-                        break
-                    info.bytes += len(raw)
-                continue
-            recorder.feed_line(raw.decode("utf-8", "replace").rstrip("\r\n"))
-            if progress and (done + info.bytes) >= next_report[0]:
-                pct = 100.0 * (done + info.bytes) / total if total else 100.0
-                print(f"\r{PROG}: {pct:5.1f}% of {total / 1e6:.0f} MB, {time.monotonic() - started:.0f} s",
-                      end="", file=sys.stderr, flush=True)
-                next_report[0] += max(total / 100, 1)
+        self.finish_attribution()

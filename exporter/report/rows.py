@@ -58,12 +58,31 @@ def header(doc: dict) -> list[str]:
     if sp.get("idle_gaps"):
         when += (f", {plural(sp['idle_gaps'], 'silence')} over {sp['idle_gap_cap_seconds']:g} s between stats lines "
                  "(counted as that)")
-    return [
+    stages = doc.get("stages") or {}
+    who = (f"SGLang Omni stages: {', '.join(stages)}" + (f"; plain {schedulers(doc['schedulers'])}"
+                                                       if doc["schedulers"] else "")
+           if stages else schedulers(doc["schedulers"]))
+    out = [
         "inputs: " + ", ".join(f"{os.path.basename(i['path'])} ({plural(i['lines'], 'line')})" for i in doc["inputs"]),
-        f"{when}; {schedulers(doc['schedulers'])}",
+        f"{when}; {who}",
         f"scheduler lines: {parsed}; malformed {bad}; other {lines['ignored']}"
         + (f"; damaged values ignored: {rejected}" if rejected else ""),
     ]
+    unattributed = sum(lines.get("unattributed", {}).values())
+    if unattributed:
+        out.append(f"unattributed: {plural(unattributed, 'SGLang Omni line')} of several stages that do not say "
+                   "which stage printed them, in no stage's figures; put deploy/sglang-omni/sitecustomize.py "
+                   "on the server's PYTHONPATH (docs/sglang-omni.md)")
+    return out
+
+
+def stage_line(doc: dict) -> str:
+    """The first line of an SGLang Omni stage's block: its schedulers and capacity sources."""
+    s = doc["settings"]
+    parts = [schedulers(doc["schedulers"])]
+    if s.get("max_total_num_tokens") is None and doc["kv_capacity"].get("capacity_source"):
+        parts.append(f"KV capacity from the {doc['kv_capacity']['capacity_source']}")
+    return "; ".join(parts)
 
 
 def _batch(b: dict) -> list[tuple[str, str]]:

@@ -9,7 +9,7 @@ domains; :func:`enforce` is the last-resort guard that turns such a value into `
 from __future__ import annotations
 
 from . import baseline, batch, header, kv, queue, retractions, scenario, startup, throughput
-from .domains import LABEL, UNEXPECTED, ListOf, Record, dotted
+from .domains import LABEL, UNEXPECTED, ListOf, MapOf, Record, dotted
 from .domains import violations as _violations
 
 SCHEMA = header.SCHEMA
@@ -17,12 +17,13 @@ BASELINE_SCHEMA = baseline.BASELINE_SCHEMA
 
 #: Top-level keys of a single report, in order (stable: the JSON contract).
 TOP_KEYS = ("schema", "inputs", "lines", "span", "schedulers", "settings", "batch_size", "retractions",
-            "throughput", "kv_capacity", "queue_latency", "scenario", "checklist", "startup", "timeline")
+            "throughput", "kv_capacity", "queue_latency", "scenario", "checklist", "startup", "timeline", "stages")
 #: The sections whose figures carry an n/a reason in ``not_available``.
 FIGURE_SECTIONS = {"batch_size": batch.DOMAINS, "retractions": retractions.DOMAINS,
                    "throughput": throughput.DOMAINS, "kv_capacity": kv.DOMAINS, "queue_latency": queue.DOMAINS}
 
-DOCUMENT = Record({
+#: One SGLang Omni stage's document (``stages.<name>``): a single report without ``stages``.
+STAGE_DOCUMENT = Record({
     "schema": LABEL,
     "inputs": header.INPUTS,
     "lines": header.LINES,
@@ -35,6 +36,7 @@ DOCUMENT = Record({
     "startup": Record(startup.DOMAINS),
     "timeline": header.TIMELINE,
 })
+DOCUMENT = Record({**STAGE_DOCUMENT.fields, "stages": MapOf(STAGE_DOCUMENT)})
 BASELINE = baseline.domains(DOCUMENT)
 
 
@@ -45,9 +47,11 @@ def violations(doc: dict) -> list[tuple[str, object, str]]:
 
 
 def enforce(doc: dict) -> int:
-    """Replace every value of a single report outside its domain by ``None``, with a reason in its
-    section's ``not_available`` map under the dotted key. Returns how many values were replaced."""
-    found = _violations(doc, DOCUMENT)
+    """Replace every value of a single report (and of each of its SGLang Omni stages' documents) outside
+    its domain by ``None``, with a reason in its section's ``not_available`` map under the dotted key.
+    Returns how many values were replaced."""
+    replaced = sum(enforce(sub) for sub in (doc.get("stages") or {}).values())
+    found = [v for v in _violations(doc, DOCUMENT) if v[0][:1] != ("stages",)]
     for path, _, why in found:
         parent = doc
         for part in path[:-1]:
@@ -57,7 +61,7 @@ def enforce(doc: dict) -> int:
         section = doc.get(path[0]) if path else None
         if isinstance(section, dict) and isinstance(section.get("not_available"), dict):
             section["not_available"][dotted(path[1:])] = f"{UNEXPECTED}: {why}"
-    return len(found)
+    return len(found) + replaced
 
 
 def jsonable(obj):

@@ -1,14 +1,27 @@
 """The plain-text report: one block per checklist section (figures, then the verdict), the checklist,
-and for ``--baseline`` the comparison table before both reports."""
+and for ``--baseline`` the comparison table before both reports. An SGLang Omni log gets these blocks
+once per stage."""
 
 from __future__ import annotations
 
 from .baseline import BASELINE_SCHEMA
-from .rows import baseline_change, baseline_value, header, sections
+from .rows import baseline_change, baseline_value, header, sections, stage_line
 
 
 def _single(doc: dict, title: str = "SGLang performance report") -> str:
     out = [title, "=" * len(title)] + header(doc) + [""]
+    stages = doc.get("stages") or {}
+    if doc["schedulers"] or not stages:
+        out += _body(doc)
+    for name, sub in stages.items():  # SGLang Omni: one block per stage, never merged
+        heading = f"Stage {name}"
+        out += [heading, "-" * len(heading), "  " + stage_line(sub), ""] + _body(sub)
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _body(doc: dict) -> list[str]:
+    """The sections and the checklist of one document (a run, or one SGLang Omni stage)."""
+    out = []
     for name, rows, verdict in sections(doc):
         out.append(name)
         width = max(len(label) for label, _ in rows)
@@ -21,7 +34,8 @@ def _single(doc: dict, title: str = "SGLang performance report") -> str:
     for i, item in enumerate(doc["checklist"], 1):
         out.append(f"  {i}. {item['question']} [{item['answerable']}]")
         out.append(f"     {item['answer']}")
-    return "\n".join(out) + "\n"
+    out.append("")
+    return out
 
 
 def _baseline(doc: dict) -> str:

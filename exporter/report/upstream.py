@@ -10,15 +10,19 @@ from ..events import (
     KIND_OF,
     KINDS,
     Capacity,
+    CudaGraphCapture,
     DecodeBatch,
+    KvCacheAllocated,
     PrefillBatch,
     ReqTimeStats,
     RetractAbort,
     Retraction,
     ServerArgs,
 )
+from ..sources.log.attribution import StageAttribution
 from ..sources.log.parser import Malformed, parse_line
 from ..scheduler.state import SchedulerStates
 
-__all__ = ["KINDS", "KIND_OF", "Capacity", "DecodeBatch", "Malformed", "PrefillBatch", "ReqTimeStats",
-           "RetractAbort", "Retraction", "SchedulerStates", "ServerArgs", "parse_line"]
+__all__ = ["KINDS", "KIND_OF", "Capacity", "CudaGraphCapture", "DecodeBatch", "KvCacheAllocated", "Malformed",
+           "PrefillBatch", "ReqTimeStats", "RetractAbort", "Retraction", "SchedulerStates", "ServerArgs",
+           "StageAttribution", "parse_line"]

@@ -1,8 +1,10 @@
 """The ``sglang_scheduler_*`` collector: a :class:`~exporter.scheduler.store.SchedulerStore` snapshot
-turned into the families of the metric table (:mod:`exporter.metrics.scheduler`) at scrape time.
+turned into the families of the metric table (:mod:`exporter.metrics.scheduler`) at scrape time; and
+the ``sglang_omni_*`` pipeline collector over the same store (:mod:`exporter.metrics.omni`).
 
 Only the snapshot is taken under the store's lock; families are built and filled outside it. Every
-series carries the scheduler's identity labels (:data:`exporter.metrics.SCHEDULER_LABELS`).
+scheduler series carries the scheduler's identity labels (:data:`exporter.metrics.SCHEDULER_LABELS`:
+stage and DP rank).
 """
 
 from __future__ import annotations
@@ -53,4 +55,27 @@ class SchedulerCollector(Collector):
             fresh = self.idle_after is None or (
                 s.last_stats_wall is not None and now - s.last_stats_wall <= self.idle_after)
             fill(fams, self._rows, s, s.identity, skip=None if fresh else _latest)
+        return iter(fams.values())
+
+
+class PipelineCollector(Collector):
+    """Yields SGLang Omni's ``sglang_omni_*`` pipeline families (admissions, rejections, lifecycle,
+    ceiling proxy) from :meth:`SchedulerStore.pipeline_snapshot`; empty families for plain SGLang.
+
+    Args:
+        store: The scheduler state (its pipeline part is copied under the lock).
+    """
+
+    def __init__(self, store: SchedulerStore):
+        self.store = store
+        self._rows = Compiled("pipeline")
+
+    def describe(self) -> Iterator[Metric]:
+        return describe("pipeline")
+
+    def collect(self) -> Iterator[Metric]:
+        view = self.store.pipeline_snapshot()
+        fams = self._rows.families()
+        if view is not None:
+            fill(fams, self._rows, view)
         return iter(fams.values())

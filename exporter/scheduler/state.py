@@ -6,7 +6,9 @@ snapshot at scrape time.
 
 The counting rule (the scheduler's story must not be inflated by replicas):
 
-* A scheduler is identified by its DP rank (``Origin.dp_rank``, ``"0"`` without a DP tag).
+* A scheduler is identified by its stage and DP rank: ``(Origin.stage, Origin.dp_rank)``; the stage is
+  SGLang Omni's pipeline stage (``thinker``, ``talker_ar``), ``""`` for plain SGLang, and the DP rank
+  is ``"0"`` without a DP tag.
 * Every other rank tag (PP, ATTN_CP, MOE_DP, TP, EP) marks a *replica* of that scheduler that prints
   the same lines: SGLang prints retraction lines on every TP rank, and stats lines on every pipeline
   stage and context-parallel rank.
@@ -38,7 +40,9 @@ import time
 from dataclasses import dataclass, field
 
 from ..events import (
+    OMNI_PIPELINE_EVENTS,
     Capacity,
+    CudaGraphCapture,
     DecodeBatch,
     Event,
     KvAllocation,
@@ -58,6 +62,10 @@ from ..limits import (
     QUEUE_SAMPLE_MAX_GAP_SECONDS,
 )
 from .histogram import Histogram
+from .pipeline import PipelineState
+
+#: A scheduler's identity: ``(stage, dp_rank)``, in the order of :data:`exporter.metrics.SCHEDULER_LABELS`.
+Key = tuple[str, str]
 
 #: Bucket bounds, declared with their metrics in the metric table.
 BATCH_SIZE_BUCKETS = metrics.get("sglang_scheduler_batch_size").buckets
@@ -126,7 +134,7 @@ _STARTUP = (Capacity, KvAllocation)
 
 @dataclass(slots=True)
 class SchedulerState:
-    """State of one scheduler (one DP rank).
+    """State of one scheduler (one stage and DP rank).
 
     Attributes:
         replicas: Per-replica counters, keyed by ``Origin.replica``.
@@ -194,7 +202,8 @@ def _replica_tags(replica: str) -> list[tuple[str, str]]:
 
 
 class SchedulerStates:
-    """All schedulers seen in the log, plus server-wide settings read from start-up lines.
+    """All schedulers seen in the log (by :data:`Key`), server-wide settings read from start-up lines,
+    and SGLang Omni's pipeline facts (:attr:`pipeline`).
 
     Args:
         decode_log_interval: Decode steps per Decode line when the log has no ``server_args`` line
@@ -205,11 +214,14 @@ class SchedulerStates:
     def __init__(self, decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL, clock=time.time,
                  chunked_prefill_size: int | None = None):
         self.configured_chunked_prefill_size = chunked_prefill_size
-        self.schedulers: dict[str, SchedulerState] = {}
+        self.schedulers: dict[Key, SchedulerState] = {}
         self.configured_decode_log_interval = decode_log_interval
         self.server_args: ServerArgs | None = None
-        self.capacity: Capacity | None = None
-        self.kv_allocation: KvAllocation | None = None
+        #: The latest start-up capacity line, and ``KV Cache is allocated`` line, per stage (with DP
+        #: attention only DP0 prints them; plain SGLang's stage is ``""``).
+        self.capacities: dict[str, Capacity] = {}
+        self.kv_allocations: dict[str, KvAllocation] = {}
+        self.pipeline = PipelineState()
         #: Largest size per rank tag over every ``server_args`` line (several servers may share a glob).
         self.rank_sizes: dict[str, int] = {}
         #: Highest value per rank tag seen on a start-up line (:data:`_STARTUP`).
@@ -224,10 +236,20 @@ class SchedulerStates:
             return sa.decode_log_interval
         return self.configured_decode_log_interval
 
-    def chunked_prefill_size(self, sched: SchedulerState) -> int | None:
-        """``chunked_prefill_size`` from the capacity line, else ``server_args``, else the setting
-        (``--sglang.chunked-prefill-size``); None if unknown."""
-        for cap in (sched.capacity, self.capacity):
+    @property
+    def capacity(self) -> Capacity | None:
+        """The latest start-up capacity line of plain SGLang's schedulers (stage ``""``), or None."""
+        return self.capacities.get("")
+
+    @property
+    def kv_allocation(self) -> KvAllocation | None:
+        """The latest ``KV Cache is allocated`` line of plain SGLang's schedulers (stage ``""``), or None."""
+        return self.kv_allocations.get("")
+
+    def chunked_prefill_size(self, sched: SchedulerState, stage: str = "") -> int | None:
+        """``chunked_prefill_size`` from the capacity line (the scheduler's, else its stage's latest),
+        else ``server_args``, else the setting (``--sglang.chunked-prefill-size``); None if unknown."""
+        for cap in (sched.capacity, self.capacities.get(stage)):
             if cap is not None and cap.chunked_prefill_size and cap.chunked_prefill_size > 0:
                 return cap.chunked_prefill_size
         sa = self.server_args
@@ -235,10 +257,11 @@ class SchedulerStates:
             return sa.chunked_prefill_size
         return self.configured_chunked_prefill_size
 
-    def scheduler(self, dp_rank: str) -> SchedulerState:
-        s = self.schedulers.get(dp_rank)
+    def scheduler(self, key: Key) -> SchedulerState:
+        """The state of scheduler ``(stage, dp_rank)``, created on first use."""
+        s = self.schedulers.get(key)
         if s is None:
-            s = self.schedulers[dp_rank] = SchedulerState()
+            s = self.schedulers[key] = SchedulerState()
         return s
 
     @property
@@ -246,22 +269,22 @@ class SchedulerStates:
         """Replicas over all schedulers (bounded by :data:`MAX_REPLICAS`)."""
         return sum(len(s.replicas) for s in self.schedulers.values())
 
-    def effective_capacity(self, sched: SchedulerState) -> Capacity | None:
-        """The scheduler's own capacity line, else the latest one of any scheduler.
+    def effective_capacity(self, sched: SchedulerState, stage: str = "") -> Capacity | None:
+        """The scheduler's own capacity line, else the latest one of any scheduler of its stage.
 
         With DP attention only TP0 (of DP0) prints it, yet every DP rank has the same capacity.
         """
-        return sched.capacity or self.capacity
+        return sched.capacity or self.capacities.get(stage)
 
-    def capacity_in_effect(self, sched: SchedulerState) -> Capacity | None:
+    def capacity_in_effect(self, sched: SchedulerState, stage: str = "") -> Capacity | None:
         """:meth:`effective_capacity`, else a capacity of ``#tokens`` only from the ``KV Cache is
-        allocated`` line (the scheduler's own, else the latest of any scheduler): what the capacity
-        gauges show. SGLang Omni's stages never print the capacity line, only the KV line.
+        allocated`` line (the scheduler's own, else the latest of any scheduler of its stage): what
+        the capacity gauges show. SGLang Omni's stages never print the capacity line, only the KV line.
         """
-        cap = self.effective_capacity(sched)
+        cap = self.effective_capacity(sched, stage)
         if cap is not None:
             return cap
-        alloc = sched.kv_allocation or self.kv_allocation
+        alloc = sched.kv_allocation or self.kv_allocations.get(stage)
         return None if alloc is None else Capacity(alloc.origin, alloc.tokens)
 
     def apply(self, event: Event, wall: float | None = None) -> str | None:
@@ -277,9 +300,12 @@ class SchedulerStates:
             (garbage must not grow the series or the memory without bound), or a derived figure out
             of range. A refused event changes nothing.
         """
-        origin = event.origin
         kind = type(event)
-        s = self.schedulers.get(origin.dp_rank)
+        if kind in OMNI_PIPELINE_EVENTS or kind is CudaGraphCapture:  # the pipeline's, no scheduler state
+            return None if self.pipeline.apply(event) else "schedulers"
+        origin = event.origin
+        key = (origin.stage, origin.dp_rank)
+        s = self.schedulers.get(key)
         if kind is not ServerArgs:  # every other event belongs to a scheduler, and most to a replica
             if s is None:
                 if not self._rank_possible("DP", origin.dp_rank, kind in _STARTUP):
@@ -301,12 +327,12 @@ class SchedulerStates:
         if kind is Retraction:
             return self._retraction(event, s)
         if kind is Capacity:
-            self.capacity = event
-            self.scheduler(origin.dp_rank).capacity = event
+            self.capacities[origin.stage] = event
+            self.scheduler(key).capacity = event
             self._note_startup_ranks(origin)
-        elif kind is KvAllocation:
-            self.kv_allocation = event
-            self.scheduler(origin.dp_rank).kv_allocation = event
+        elif kind is KvAllocation:  # SGLang Omni's stages: the only statement of their KV capacity
+            self.kv_allocations[origin.stage] = event
+            self.scheduler(key).kv_allocation = event
             self._note_startup_ranks(origin)
         elif kind is ServerArgs:
             self.server_args = event
@@ -315,10 +341,9 @@ class SchedulerStates:
                     self.rank_sizes[tag] = size
         elif kind is ReqTimeStats:
             if event.queue_duration >= 0:
-                s = self.scheduler(origin.dp_rank)
-                s.replica(origin.replica).queue_wait.observe(event.queue_duration)
+                self.scheduler(key).replica(origin.replica).queue_wait.observe(event.queue_duration)
         elif kind is RetractAbort:
-            self.scheduler(origin.dp_rank).replica(origin.replica).retract_aborts += 1
+            self.scheduler(key).replica(origin.replica).retract_aborts += 1
         return None
 
     # -- what is refused -------------------------------------------------------------------------
@@ -395,7 +420,7 @@ class SchedulerStates:
         tokens = running * interval * (ev.accept_len or 1.0)
         if not (tokens < MAX_VALUE and _queue_in_range(ev.queue_req)):
             return "range"
-        s = self.scheduler(ev.origin.dp_rank)
+        s = self.scheduler((ev.origin.stage, ev.origin.dp_rank))
         r = s.replica(ev.origin.replica)
         r.decode_lines += 1
         r.decode_steps += interval
@@ -422,7 +447,7 @@ class SchedulerStates:
     def _prefill(self, ev: PrefillBatch, wall: float) -> str | None:
         if not _queue_in_range(ev.queue_req):
             return "range"
-        s = self.scheduler(ev.origin.dp_rank)
+        s = self.scheduler((ev.origin.stage, ev.origin.dp_rank))
         r = s.replica(ev.origin.replica)
         r.prefill_batches += 1
         r.batch_size_prefill.observe(ev.new_seq)
@@ -432,7 +457,7 @@ class SchedulerStates:
             r.prefill_cached_tokens += ev.cached_token
         # #new-seq counts a continuing chunk of a chunked prefill again; it left the queue earlier.
         r.admitted_requests += max(ev.new_seq - (1 if r.prev_prefill_chunked else 0), 0)
-        chunk = self.chunked_prefill_size(s)
+        chunk = self.chunked_prefill_size(s, ev.origin.stage)
         r.prev_prefill_chunked = chunk is not None and ev.new_token >= chunk
         top = ev.kv.max_device_ratio
         if top is not None:
@@ -451,7 +476,7 @@ class SchedulerStates:
         estimate = ev.retracted_reqs * mean if ev.new_tokens_gained is None and mean is not None else None
         if estimate is not None and not estimate < MAX_VALUE:
             return "range"
-        s = self.scheduler(ev.origin.dp_rank)
+        s = self.scheduler((ev.origin.stage, ev.origin.dp_rank))
         r = s.replica(ev.origin.replica)
         r.retractions += 1
         r.retracted_requests += ev.retracted_reqs

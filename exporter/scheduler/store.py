@@ -42,14 +42,16 @@ class SchedulerView:
 
     Attributes:
         identity: The scheduler's label values, in the order of
-            :data:`exporter.metrics.SCHEDULER_LABELS` (today ``(dp_rank,)``).
+            :data:`exporter.metrics.SCHEDULER_LABELS`: ``(stage, dp_rank)``, the stage ``""`` for
+            plain SGLang.
         counter: :data:`~exporter.scheduler.state.COUNTER_FIELDS` -> value (maximum over replicas).
         histogram: :data:`~exporter.scheduler.state.HISTOGRAM_FIELDS` -> :class:`HistogramData`.
         latest: Latest-line values: the gauges of ``SchedulerState.gauges`` by key, plus
             ``kv_pools`` (pool -> usage ratio) and ``pd_queues`` (queue -> requests). A collector
             withholds them once the scheduler has been idle too long.
         capacity: The start-up capacity in effect (:meth:`SchedulerStates.capacity_in_effect`): the
-            capacity line, else ``#tokens`` of a ``KV Cache is allocated`` line.
+            capacity line, else ``#tokens`` of a ``KV Cache is allocated`` line (an SGLang Omni stage's
+            own, since Omni never prints the capacity line).
         decode_log_interval: Decode steps per Decode line in effect.
         last_stats_wall: Wall-clock time (s since epoch) the latest Prefill/Decode line was read.
     """
@@ -65,7 +67,7 @@ class SchedulerView:
 
 @dataclass(frozen=True, slots=True)
 class SchedulerSnapshot:
-    """Every scheduler at one instant, ordered by identity (rank 2 before rank 10)."""
+    """Every scheduler at one instant, ordered by identity (stage, then rank 2 before rank 10)."""
 
     schedulers: tuple[SchedulerView, ...]
 
@@ -118,10 +120,16 @@ class SchedulerStore:
         """Copy what collectors read, under the lock (no Prometheus object is built here)."""
         with self.lock:
             st = self.states
-            scheds = sorted(st.schedulers.items(), key=lambda kv: (len(kv[0]), kv[0]))
+            scheds = sorted(st.schedulers.items(), key=lambda kv: (kv[0][0], len(kv[0][1]), kv[0][1]))
             interval = st.decode_log_interval
             return SchedulerSnapshot(tuple(
-                _view((dp,), s, st.capacity_in_effect(s), interval) for dp, s in scheds))
+                _view(key, s, st.capacity_in_effect(s, key[0]), interval) for key, s in scheds))
+
+    def pipeline_snapshot(self) -> dict | None:
+        """SGLang Omni's pipeline facts, copied under the lock
+        (:meth:`~exporter.scheduler.pipeline.PipelineState.view`; ``None`` for plain SGLang)."""
+        with self.lock:
+            return self.states.pipeline.view()
 
 
 def _view(identity: tuple[str, ...], s: SchedulerState, capacity: Capacity | None,

@@ -24,9 +24,10 @@ from .stats import MODES, Buckets, EndpointStats, FpmStats, RankStats
 __all__ = ["METRICS", "SCHEDULER_LABELS", "FpmCollector", "scheduler_labels"]
 
 
-def scheduler_labels(dp_rank: int) -> list[str]:
-    """Values of :data:`SCHEDULER_LABELS` for a scheduler."""
-    return [str(dp_rank)]
+def scheduler_labels(dp_rank: int, stage: str = "") -> list[str]:
+    """Values of :data:`SCHEDULER_LABELS` for a scheduler: the stream's ranks are plain SGLang's
+    (stage ``""``); an SGLang Omni stage's stream would name its stage here."""
+    return [stage, str(dp_rank)]
 
 
 def _metrics() -> tuple[tuple[str, str, tuple[str, ...], str], ...]:

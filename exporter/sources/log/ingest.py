@@ -1,9 +1,11 @@
-"""The ingest step: complete lines -> parser -> :meth:`SchedulerStore.apply`, each line counted.
+"""The ingest step: complete lines -> parser -> stage attribution -> :meth:`SchedulerStore.apply`,
+each line counted.
 
 :class:`Ingest` is the sink the tailers hand their lines to. Parsing happens outside every lock; the
-events of one batch of lines are applied in one call (a scrape never sees half of them), and only
-then counted in the source's own :class:`~.stats.LogStats`, so that a line counted as parsed is a
-line already applied.
+attribution step (:mod:`.attribution`) gives SGLang Omni's lines their stage and holds back those no
+stage can claim; the events of one batch of lines are applied in one call (a scrape never sees half of
+them), and only then counted in the source's own :class:`~.stats.LogStats`, so that a line counted as
+parsed is a line already applied.
 """
 
 from __future__ import annotations
@@ -12,30 +14,42 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from ...events import KIND_OF, Capacity, KvAllocation, ServerArgs
+from ...events import KIND_OF, Capacity, CudaGraphCapture, KvAllocation, OmniStartup, ServerArgs
 from ...scheduler.store import SchedulerStore
+from .attribution import StageAttribution
 from .parser import Malformed, parse_line
 from .stats import LogStats
 
-log = logging.getLogger(__name__)
+#: Event types of the start-up facts applied from the skipped head of a log (:meth:`Ingest.startup_facts`):
+#: they describe the running server even when their lines lie before the start position.
+STARTUP_EVENTS = (Capacity, KvAllocation, ServerArgs, CudaGraphCapture, OmniStartup)
+#: Text that every line of those kinds holds (a cheap filter before parsing the skipped head).
+_STARTUP_TEXT = ("max_total_num_tokens=", "server_args=", "KV Cache is allocated", "Capture ", "sglang_ar_startup",
+                 "Building scheduler for ", "Acquired GPU startup lock", "SGLang runtime configuration",
+                 " ready with stages=", "MultiProcessPipelineRunner started")
 
-#: Event types of the start-up facts applied from the skipped head of a log (:meth:`Ingest.startup_facts`).
-STARTUP_EVENTS = (Capacity, KvAllocation, ServerArgs)
+log = logging.getLogger(__name__)
 
 
 class Ingest:
-    """Parses lines, applies their events to the scheduler store, counts lines by kind and result.
+    """Parses lines, gives SGLang Omni's their stage, applies the events to the scheduler store, counts
+    lines by kind and result.
 
     Args:
         store: Where scheduler events go (the one interface into the scheduler state).
         stats: Where line counts go (a private :class:`LogStats` by default).
         clock: Wall-clock source in seconds since the epoch (tests inject one).
+
+    Attributes:
+        attribution: The stage attribution of this log (one per followed log set: the stages of one
+            server).
     """
 
     def __init__(self, store: SchedulerStore, stats: LogStats | None = None,
                  clock: Callable[[], float] = time.time):
         self.store = store
         self.stats = stats if stats is not None else LogStats()
+        self.attribution = StageAttribution()
         self._clock = clock
 
     def feed(self, lines: Iterable[str]) -> int:
@@ -44,8 +58,9 @@ class Ingest:
         Each line is counted once in ``LogStats.lines``: ``(kind, "parsed")`` when its event was
         applied, ``(kind, "malformed")`` when its kind was recognised but the line is damaged or its
         event was refused by the store (then also in ``LogStats.rejected`` by reason: an impossible
-        rank, beyond the scheduler/replica caps, a derived figure out of range), ``("other",
-        "ignored")`` when it is no scheduler line.
+        rank, beyond the scheduler/replica caps, a derived figure out of range), ``(kind,
+        "unattributed")`` when it is an SGLang Omni line of several stages that no stage can claim
+        (:mod:`.attribution`), ``("other", "ignored")`` when it is no scheduler line.
 
         Returns:
             The number of lines fed. Never raises on line content.
@@ -70,7 +85,27 @@ class Ingest:
             else:
                 append(ev)
                 by_type[t] = by_type.get(t, 0) + 1
-        rejected = self.store.apply(events, wall) if events else ()
+        dropped: list = []
+        if events:
+            events, dropped = self.attribution.attribute(events)
+        self._count(ignored, malformed, by_type, dropped, self.store.apply(events, wall) if events else (), wall)
+        return len(parsed)
+
+    def finish(self) -> int:
+        """Decide SGLang Omni's held start-up lines at the end of a recorded log (:mod:`.attribution`).
+
+        Returns:
+            The number of held events decided.
+        """
+        events, dropped = self.attribution.finish()
+        wall = self._clock()
+        self._count(0, [], {}, dropped, self.store.apply(events, wall) if events else (), wall)
+        return len(events) + len(dropped)
+
+    def _count(self, ignored: int, malformed: list[str], by_type: dict[type, int], dropped: list,
+               rejected, wall: float) -> None:
+        """Count one batch's lines in the source's statistics (a held Omni start-up line counted
+        parsed when read moves to ``unattributed`` when it is decided so)."""
         stats = self.stats
         with stats.lock:
             counts = stats.lines
@@ -79,24 +114,29 @@ class Ingest:
                 counts[(kind, "malformed")] += 1
             for t, n in by_type.items():
                 counts[(KIND_OF[t], "parsed")] += n
+            for ev, _ in dropped:
+                kind = KIND_OF[type(ev)]
+                counts[(kind, "parsed")] -= 1
+                counts[(kind, "unattributed")] += 1
             for ev, reason in rejected:
                 kind = KIND_OF[type(ev)]
                 counts[(kind, "parsed")] -= 1
                 counts[(kind, "malformed")] += 1
                 stats.rejected[reason] += 1
-                log.debug("refused %s line of scheduler DP%s %s: %s", kind, ev.origin.dp_rank,
+                log.debug("refused %s line of scheduler %s DP%s %s: %s", kind, ev.origin.stage, ev.origin.dp_rank,
                           ev.origin.replica, reason)
-            stats.last_line_wall = wall
-        return len(parsed)
+            if ignored or malformed or by_type:
+                stats.last_line_wall = wall
 
     def startup_facts(self, head: bytes) -> int:
         """Apply the start-up facts found in log text that the tailer skips.
 
         When the exporter starts at the end of an existing log (the default, so nothing is counted
         twice), the server's start-up lines lie before that point; yet the capacity line
-        (``max_total_num_tokens=...``), ``KV Cache is allocated`` and ``server_args=`` describe the
-        running server. This applies those three kinds only: no counter moves and the lines are not
-        counted as read.
+        (``max_total_num_tokens=...``), ``KV Cache is allocated``, ``server_args=`` and SGLang Omni's
+        CUDA-graph lines describe the running server, and Omni's start-up lines name its stages
+        (:mod:`.attribution`).
+        This applies those kinds only: no counter moves and the lines are not counted as read.
 
         Args:
             head: Raw bytes of the skipped part of the file (the tailer passes its head).
@@ -106,10 +146,11 @@ class Ingest:
         """
         events = []
         for line in head.decode("utf-8", "replace").splitlines():
-            if "max_total_num_tokens=" in line or "server_args=" in line or "KV Cache is allocated" in line:
+            if any(text in line for text in _STARTUP_TEXT):
                 ev = parse_line(line)
                 if type(ev) in STARTUP_EVENTS:
                     events.append(ev)
         if events:
+            events, _ = self.attribution.attribute(events)
             self.store.apply(events, self._clock())
         return len(events)

@@ -38,6 +38,7 @@ from ...events import (
     ServerArgs,
 )
 from ...limits import DECODE_LOG_INTERVAL_MAX, DECODE_LOG_INTERVAL_MIN, MAX_COUNT_DIGITS, in_value_range
+from .omni import parse_omni_line
 from .prefix import parse_origin, starts_message
 
 __all__ = ["Malformed", "parse_line", "parse_origin"]
@@ -462,10 +463,16 @@ def parse_line(line: str) -> Event | Malformed | None:
     Returns:
         An event from :mod:`exporter.events` for a scheduler line; :class:`Malformed` when the line
         is of a known kind but damaged; ``None`` for every other line (access logs, start-up chatter,
-        tracebacks, progress bars). Never raises.
+        tracebacks, progress bars). SGLang Omni's own lines (:mod:`.omni`) are read after every SGLang
+        title failed. Never raises.
     """
     try:
-        return _parse(line)
+        ev = _parse(line)
+        if ev is None:  # SGLang Omni's own lines, in Omni's format only (exporter/sources/log/omni.py)
+            ev = parse_omni_line(line)
+            if type(ev) is tuple:
+                return Malformed(*ev)
+        return ev
     except Exception as exc:  # pragma: no cover - defence in depth; every known path is handled
         return Malformed("other", f"parser error: {type(exc).__name__}")
 

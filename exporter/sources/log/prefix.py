@@ -2,8 +2,13 @@
 
 SGLang's prefix is ``[YYYY-MM-DD HH:MM:SS(.mmm) DPn PPn ATTN_CPn MOE_DPn TPn EPn] `` (tags in any order),
 the 2024 time-only ``[HH:MM:SS TP0] ``, or the 2024 inline ``[gpu_id=N] ``; wrapper prefixes may come
-before it (``docs/log-format.md#line-prefix``, ``docs/log-format.md#rank-tags``). SGLang Omni's stage
-attribution (process and thread names) belongs here too.
+before it (``docs/log-format.md#line-prefix``, ``docs/log-format.md#rank-tags``).
+
+SGLang Omni's format is ``DATE TIME,ms [LEVEL] logger: `` (Python logging, set up by Omni's profiler
+modules); with the logging shim of ``deploy/sglang-omni/sitecustomize.py`` it carries
+``[processName/threadName] `` after the level (``docs/sglang-omni.md``). The token is read here
+(:attr:`~exporter.events.Origin.task`); which stage it names is decided by
+:mod:`exporter.sources.log.attribution`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,11 @@ _TIME_OF_DAY = re.compile(r"(?<!\d)(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?!\d)"
 _ORIGIN_CACHE: dict[str, Origin] = {}
 _ORIGIN_CACHE_MAX = 4096
 _ORIGIN_CACHE_KEY_MAX = 256
+#: SGLang Omni's prefix at the end of the text before a message: ``DATE TIME,ms [LEVEL] `` then the
+#: shim's optional ``[process/thread] `` then ``logger: `` (Python logger names: dots, word characters,
+#: ``<module>``-style brackets and dashes). Linear: no nested quantifiers, bounded repeats.
+_OMNI_PREFIX = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} \[[A-Z]{4,8}\] "
+                          r"(?:\[([^\[\]/]{1,200})/([^\[\]]{1,200})\] )?[\w.<>-]{1,200}: ?\Z")
 
 
 _EPOCH_CACHE: dict[str, float | None] = {}
@@ -58,7 +68,8 @@ def parse_origin(prefix: str) -> Origin:
     Returns:
         The :class:`Origin`. Rank tags are read from the last ``[...]`` group (or from the text
         before a ``]`` whose ``[`` was lost); the timestamp from the first date-time in the prefix,
-        else from a time of day. Results for prefixes up to 256 characters are memoised (prefixes
+        else from a time of day; ``task`` from SGLang Omni's prefix (``""`` without the shim's
+        token, ``None`` for any other format); ``stage`` stays empty. Results for prefixes up to 256 characters are memoised (prefixes
         repeat within a second); the memo holds at most 4096 entries, so memory stays bounded.
     """
     if not prefix:
@@ -97,7 +108,12 @@ def parse_origin(prefix: str) -> Origin:
             h, mi, s, frac = m.groups()
             log_time = int(h) * 3600 + int(mi) * 60 + int(s) + (int(frac) / 10 ** len(frac) if frac else 0.0)
             tod = True
-    origin = Origin(dp, replica, log_time, tod)
+    task = None
+    if m is not None and not tod and m.group(0)[19:20] == ",":  # Python logging's comma: maybe Omni
+        omni = _OMNI_PREFIX.search(prefix, m.start())
+        if omni is not None:
+            task = f"{omni.group(1)}/{omni.group(2)}" if omni.group(1) is not None else ""
+    origin = Origin(dp, replica, log_time, tod, "", task)
     if len(prefix) <= _ORIGIN_CACHE_KEY_MAX:  # junk-laden prefixes are not worth keeping
         if len(_ORIGIN_CACHE) >= _ORIGIN_CACHE_MAX:
             _ORIGIN_CACHE.clear()

@@ -57,6 +57,7 @@ class LogSource:
             for tailer in self.tailers:
                 fed += tailer.poll()
                 fed += tailer.flush()
+            self.ingest.finish()  # the end of the recording: SGLang Omni's held start-up lines are decided
         finally:
             for tailer in self.tailers:
                 tailer.close()

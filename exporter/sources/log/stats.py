@@ -44,7 +44,7 @@ class LogSnapshot:
         files: Configured path -> :class:`FileStats` copy, sorted by path.
         patterns: Glob pattern -> files it matched at the latest check, sorted by pattern.
         watch_mode: How the follower notices changes (``inotify``/``poll``), ``None`` without one.
-        lines: ``(kind, result)`` -> lines, result in ``parsed``/``ignored``/``malformed``.
+        lines: ``(kind, result)`` -> lines, result in ``parsed``/``ignored``/``malformed``/``unattributed``.
         rejected: reason -> scheduler lines parsed but refused by the scheduler state (also counted
             as malformed in ``lines``); reasons of :data:`~exporter.scheduler.state.REJECT_REASONS`.
         last_line_wall: Wall-clock time (s since epoch) of the latest line read, or ``None``.
@@ -81,6 +81,7 @@ class LogStats:
             else:
                 self.lines[(kind, "parsed")] = 0
                 self.lines[(kind, "malformed")] = 0
+                self.lines[(kind, "unattributed")] = 0
         self.rejected: Counter[str] = Counter(dict.fromkeys(REJECT_REASONS, 0))
         self.files: dict[str, FileStats] = {}
         self.patterns: dict[str, int] = {}
