@@ -52,12 +52,14 @@ class PipelineState:
     process_deaths: int = 0
     ceiling_proxy: dict[str, int] = field(default_factory=dict)
 
-    def _stages(self) -> set[str]:
-        return {s for s, _ in self.lifecycle} | set(self.ceiling_proxy) | {s for s, _ in self.rejected}
-
     def _room(self, stage: str) -> bool:
-        """Whether a fact about ``stage`` may be kept (known stage, or room for one more)."""
-        return stage in self._stages() or len(self._stages()) < MAX_STAGES
+        """Whether a fact about ``stage`` may be kept (the pipeline's own, a known stage, or room for one
+        more)."""
+        if not stage:
+            return True
+        stages = {s for s, _ in self.lifecycle} | set(self.ceiling_proxy) | {s for s, _ in self.rejected}
+        stages.discard("")
+        return stage in stages or len(stages) < MAX_STAGES
 
     def apply(self, ev) -> bool:
         """Apply one pipeline event (:data:`~exporter.events.OMNI_PIPELINE_EVENTS`, or a stage's

@@ -109,8 +109,8 @@ def parse_origin(prefix: str) -> Origin:
             log_time = int(h) * 3600 + int(mi) * 60 + int(s) + (int(frac) / 10 ** len(frac) if frac else 0.0)
             tod = True
     task = None
-    if m is not None and not tod and m.group(0)[19:20] == ",":  # Python logging's comma: maybe Omni
-        omni = _OMNI_PREFIX.search(prefix, m.start())
+    if "," in prefix:  # Python logging's comma before the milliseconds: maybe Omni (SGLang's has none)
+        omni = _OMNI_PREFIX.search(prefix)
         if omni is not None:
             task = f"{omni.group(1)}/{omni.group(2)}" if omni.group(1) is not None else ""
     origin = Origin(dp, replica, log_time, tod, "", task)
