@@ -163,5 +163,8 @@ def short_seconds(seconds: float) -> str:
 
 
 def scheduler_ref(cfg: Config) -> str:
-    """How an alert description names the scheduler: ``dp_rank={{ $labels.dp_rank }}``."""
-    return " ".join(f"{label}={{{{ $labels.{label} }}}}" for label in cfg.scheduler_labels)
+    """How an alert description names the scheduler: ``dp_rank={{ $labels.dp_rank }}``, after
+    ``stage=...`` where the scheduler has a stage (SGLang Omni; plain SGLang's is empty and not shown)."""
+    last = cfg.scheduler_labels[-1]
+    return "".join(f"{{{{ with $labels.{label} }}}}{label}={{{{ . }}}} {{{{ end }}}}"
+                   for label in cfg.scheduler_labels[:-1]) + f"{last}={{{{ $labels.{last} }}}}"

@@ -26,9 +26,9 @@ MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
 @functools.cache
 def exporter_samples() -> dict[str, list[dict[str, str]]]:
     """``{sample_name: [labels, ...]}`` of the real command's output: scheduler/exporter metrics from
-    ``--one-shot`` over every corpus log, GPU metrics from the GPU collector on the fake NVML, the
+    ``--one-shot`` over every corpus log and a two-stage SGLang Omni log (tests/omni/), GPU metrics from the GPU collector on the fake NVML, the
     per-forward-pass metrics from the FPM collector on decoded SGLang messages."""
-    paths = ",".join(str(p) for p in corpus_files())
+    paths = ",".join(str(p) for p in [*corpus_files(), ROOT / "tests" / "omni" / "two-stage-shim.log"])
     out = subprocess.run(
         [sys.executable, "-m", "exporter", "--log.path", paths, "--one-shot"],
         capture_output=True, text=True, timeout=120, check=True, cwd=ROOT,

@@ -33,7 +33,7 @@ UIDS = {"sglang-scheduler.json": "sglang-scheduler", "sglang-gpu.json": "sglang-
         "sglang-capacity.json": "sglang-capacity"}
 #: Values the variables take when an expression is checked outside Grafana.
 FILL = {"$__rate_interval": "1m", "$safety_factor": "0.7", "$namespace": ".*", "$pod": ".*",
-        "$dp_rank": ".*", "$gpu": ".*", "$sglang_group": ".*", "$source": ".*"}
+        "$stage": ".*", "$dp_rank": ".*", "$gpu": ".*", "$sglang_group": ".*", "$source": ".*"}
 
 
 def _dashboards() -> dict[str, dict]:
@@ -176,12 +176,12 @@ def test_scheduler_dashboard_opens_with_the_on_call_row():
     assert sum(p["gridPos"]["w"] for p in top) == 24 and {p["gridPos"]["y"] for p in top} == {1}
     retraction, kv, batch, wait = top
     a = DEFAULT.alerts
-    sel = 'namespace=~"$namespace", sglang_group=~"$sglang_group", dp_rank=~"$dp_rank"'
-    on = " or on (namespace, sglang_group, dp_rank) "
+    sel = 'namespace=~"$namespace", sglang_group=~"$sglang_group", stage=~"$stage", dp_rank=~"$dp_rank"'
+    on = " or on (namespace, sglang_group, stage, dp_rank) "
 
     assert retraction["title"] == "Retraction share (5% rule)"
     assert [t["expr"] for t in retraction["targets"]] == [f"group_dp_rank:sglang_scheduler_retractions_per_batch:ratio_rate5m{{{sel}}}"]
-    assert retraction["targets"][0]["legendFormat"] == "{{sglang_group}} dp{{dp_rank}} ({{source}})"
+    assert retraction["targets"][0]["legendFormat"] == "{{sglang_group}} {{stage}} dp{{dp_rank}} ({{source}})"
     assert retraction["fieldConfig"]["defaults"]["unit"] == "percentunit"
     assert _steps(retraction) == [(None, "green"), (a["SGLangRetractionRatioHigh"].threshold, "red")] == [(None, "green"), (0.05, "red")]
 
@@ -195,7 +195,7 @@ def test_scheduler_dashboard_opens_with_the_on_call_row():
     (expr,) = [t["expr"] for t in batch["targets"]]
     assert expr == ("(" + on.join(f'group_dp_rank:sglang_scheduler_decode_batch_size:histogram_quantile_rate5m{{{sel}, '
                                   f'source="{s}", quantile="0.5"}}' for s in ("fpm", "log")) + ") / on (namespace, "
-                    f'sglang_group, dp_rank) (group_dp_rank:sglang_scheduler_max_running_requests:max{{{sel}, source="log"}} > 0)')
+                    f'sglang_group, stage, dp_rank) (group_dp_rank:sglang_scheduler_max_running_requests:max{{{sel}, source="log"}} > 0)')
     assert batch["fieldConfig"]["defaults"]["unit"] == "percentunit" and batch["fieldConfig"]["defaults"]["max"] == 1
 
     assert wait["title"] == "Queue wait (as alerted)"

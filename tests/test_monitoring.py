@@ -72,10 +72,11 @@ def test_stages_are_a_one_line_change(promtool, tmp_path):
         for on in re.findall(r"on \(([^)]*)\)", rule["expr"]):
             assert on == "namespace, sglang_group, stage, dp_rank", rule["record"]
     scheduler = [a for a in _rules(files["sglang-alerts.yml"]) if "Scheduler" in a["annotations"]["description"]
-                 or "scheduler stage=" in a["annotations"]["description"]]
+                 or "scheduler {{ with $labels.stage" in a["annotations"]["description"]]
     assert len(scheduler) == 8
     for a in scheduler:
-        assert "stage={{ $labels.stage }} dp_rank={{ $labels.dp_rank }}" in a["annotations"]["description"], a["alert"]
+        assert "{{ with $labels.stage }}stage={{ . }} {{ end }}dp_rank={{ $labels.dp_rank }}" in \
+            a["annotations"]["description"], a["alert"]
         for on in re.findall(r"on \(([^)]*)\)", a["expr"]):
             assert on == "namespace, sglang_group, stage, dp_rank", a["alert"]
     for name, text in files.items():
@@ -128,7 +129,7 @@ def test_record_names_come_from_the_config():
     assert DEFAULT.record_server("time_to_first_token_seconds", "histogram_quantile_rate{w}") == \
         "group:sglang_time_to_first_token_seconds:histogram_quantile_rate5m"
     assert {g.name for g in alerts.groups(DEFAULT)} == {"sglang-scheduler.alerts", "sglang-exporter.alerts",
-                                                       "sglang-gpu.alerts"}
+                                                       "sglang-gpu.alerts", "sglang-omni.alerts"}
 
 
 def test_check_passes_on_the_committed_tree():

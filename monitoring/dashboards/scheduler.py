@@ -307,6 +307,8 @@ def build(cfg: Config):
         "batch lines).",
         "percentunit", [(s.of("sglang_scheduler_pd_preallocated_usage_ratio"), leg)], w=6, lo=0, hi=1))
 
+    b = omni_row(b, cfg, s)
+
     b = b.with_row(row("Exporter"))
     pod = 'namespace=~"$namespace", pod=~"$pod"'
     b = b.with_panel(graph(
@@ -321,4 +323,46 @@ def build(cfg: Config):
         "(SGLangSchedulerLogStale).",
         "s", [(f"time() - {s.of('sglang_scheduler_last_stats_line_timestamp_seconds')}", f"stats {leg}"),
               (f"time() - sglang_exporter_last_line_timestamp_seconds{{{pod}}}", "any line {{pod}}")], lo=0))
+    return b
+
+
+def omni_row(b, cfg: Config, s: Scope):
+    """SGLang Omni, per stage: what each stage holds now (the --omni.url snapshot), its batch against the
+    ceiling proxy, the requests turned away, and the lines no stage could claim (docs/sglang-omni.md)."""
+    stage = 'namespace=~"$namespace", pod=~"$pod", stage=~"$stage"'
+    pod = 'namespace=~"$namespace", pod=~"$pod"'
+    per_stage = "{{stage}} {{pod}}"
+    b = b.with_row(row("SGLang Omni: per stage (sidecar; empty for plain SGLang)"))
+    b = b.with_panel(graph(
+        "Waiting and running requests per stage (live)",
+        "Polled from SGLang Omni's /model_info (--omni.url): the stage scheduler's waiting queue and running batch "
+        "now, and requests still being built. The log's #running-req and #queue-req of the same stage are in the "
+        "rows above (stage variable).",
+        "short", [(f"sglang_omni_stage_waiting_requests{{{stage}}}", f"waiting {per_stage}"),
+                  (f"sglang_omni_stage_running_requests{{{stage}}}", f"running {per_stage}"),
+                  (f"sglang_omni_stage_request_build_pending{{{stage}}} + "
+                   f"sglang_omni_stage_request_build_backlog{{{stage}}}", f"building {per_stage}")], w=8, lo=0))
+    proxy = f"max by (namespace, pod, stage) (sglang_omni_stage_max_running_requests_proxy{{{stage}}})"
+    b = b.with_panel(graph(
+        "Running batch against the ceiling proxy",
+        "Each stage's running batch (#running-req of its latest stats line, the largest over its DP ranks) as a "
+        "share of the largest decode CUDA-graph batch size it captured: a PROXY of its max_running_requests, "
+        "which SGLang Omni never prints (sglang_omni_stage_max_running_requests_proxy). Near 100%: the stage "
+        "runs at its ceiling; far below with KV usage high: bounded by KV memory.",
+        "percentunit", [(f"max by (namespace, pod, stage) (sglang_scheduler_running_requests{{{stage}}}) / on "
+                         f"(namespace, pod, stage) ({proxy} > 0)", f"share {per_stage}")], w=8, lo=0))
+    b = b.with_panel(graph(
+        "Requests rejected by reason",
+        "Requests SGLang Omni turned away per second, by stage and reason (in_flight_cap, queue_full, "
+        "waiting_queue_full, kv_capacity, prompt_too_long); SGLangOmniRequestsRejected.",
+        "reqps", [(f"sum by (namespace, pod, stage, reason) (rate(sglang_omni_requests_rejected_total{{{pod}}}"
+                   f"[$__rate_interval]))", "{{reason}} {{stage}} {{pod}}")], w=8, lo=0))
+    b = b.with_panel(graph(
+        "Stages started, and lines no stage could claim",
+        "1 while a stage is started (0 after it stopped or crashed: SGLangOmniStageCrashed); and scheduler lines "
+        "per second that belong to one of several stages without saying which (no logging shim: "
+        "SGLangOmniLinesUnattributed).",
+        "short", [(f"sglang_omni_stage_started{{{stage}}}", f"started {per_stage}"),
+                  (f'sum by (namespace, pod) (rate(sglang_exporter_log_lines_total{{{pod}, result="unattributed"}}'
+                   f"[$__rate_interval]))", "unattributed lines/s {{pod}}")], w=12, lo=0))
     return b
