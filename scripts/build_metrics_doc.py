@@ -32,6 +32,8 @@ SECTIONS = (
     ("self", "The exporter itself"),
     ("gpu", "GPUs (NVML): `sglang_gpu_*`"),
     ("fpm", "Per-forward-pass stream: `sglang_scheduler_forward_pass*`, `sglang_exporter_fpm_*`"),
+    ("pipeline", "SGLang Omni's pipeline, from its log: `sglang_omni_*`"),
+    ("omni", "SGLang Omni's endpoints (`--omni.url`): `sglang_omni_*`, `sglang_exporter_omni_*`"),
 )
 HEADER = "| name | type | labels | unit | source | meaning (HELP) |\n|---|---|---|---|---|---|"
 

@@ -22,4 +22,7 @@ SGLang version) in its docstrings and documents its metrics in ``docs/``.
   ``sglang_exporter_fpm_*``.
 * :mod:`.gpu`: NVML: device readings kept as the source's own snapshot (no scheduler facts),
   ``sglang_gpu_*``.
+* :mod:`.omni`: SGLang Omni's API (``--omni.url``): the live per-stage snapshot of ``/model_info`` and
+  the pipeline's ``/health``, kept as the source's own snapshot, ``sglang_omni_*``. (Omni's log, one
+  scheduler per stage, is read by :mod:`.log`.)
 """
