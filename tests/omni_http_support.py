@@ -110,3 +110,20 @@ class FakeOmni:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def omni_exposition() -> str:
+    """The real Omni collector's exposition text after one poll of a :class:`FakeOmni`."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from exporter.sources.omni import OmniCollector, OmniPoller
+
+    fake = FakeOmni()
+    try:
+        poller = OmniPoller(fake.url, environ={})
+        poller.run_cycle()
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(OmniCollector(poller))
+        return generate_latest(registry).decode()
+    finally:
+        fake.close()

@@ -113,6 +113,9 @@ def main(stages: list[str]) -> None:
     for _, ready in procs:
         if not ready.wait(60):
             raise SystemExit("a stage did not become ready")
+    runner = logging.getLogger("sglang_omni.pipeline.mp_runner")
+    runner.info("Coordinator in-flight cap=48 (generation running+queued)")
+    runner.info("MultiProcessPipelineRunner started: %d stage(s), %d process(es)", len(stages), len(stages))
     coordinator = logging.getLogger("sglang_omni.pipeline.coordinator")
     coordinator.info("Coordinator submitted req=chatcmpl-1 to preprocessing at ipc:///tmp/omni/stage.sock bindings={}")
     go.set()

@@ -193,7 +193,7 @@ def test_real_variables_and_unrelated_ones_get_no_warning():
     ("[log]\nenabled = false\n", "table [log] has no key 'enabled' (did you mean [gpu] enabled?)"),
     ("demoo = true\n", "the top level has no key 'demoo' (did you mean demo?)"),
     ("path = 'x'\n", "the top level has no key 'path' (did you mean [log] path?)"),
-    ("[metrics]\nx = 1\n", "there is no table [metrics] (the tables are log, web, sglang, gpu, fpm, config)"),
+    ("[metrics]\nx = 1\n", "there is no table [metrics] (the tables are log, web, sglang, gpu, fpm, omni, config)"),
 ])
 def test_unknown_config_file_keys_name_file_table_key_and_suggest(tmp_path, toml, expected):
     (tmp_path / "exporter.toml").write_text(toml)

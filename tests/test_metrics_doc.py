@@ -1,9 +1,10 @@
 """docs/metrics.md: generated from the metric table, fresh, and true to the real /metrics output.
 
 Every family of the page's table, GPU and FPM ones included, is checked against what the real
-command serves (one-shot over the whole corpus, a live command following a file and a glob, the
-real GPU collector over the fake NVML, the real FPM collector over messages built from SGLang's
-structs): the same names, the same types, and label sets that are the row's labels (plus its
+command serves (one-shot over the whole corpus and a two-stage SGLang Omni log, a live command
+following a file and a glob, the real GPU collector over the fake NVML, the real FPM collector over
+messages built from SGLang's structs, the real Omni collector polling a server that answers as SGLang
+Omni does): the same names, the same types, and label sets that are the row's labels (plus its
 optional MIG labels where a MIG device answered).
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from conftest import ROOT, corpus_files
 from exporter_support import Exporter, fpm_exposition, gpu_exposition, one_shot
+from omni_http_support import omni_exposition
 from prometheus_client.parser import text_string_to_metric_families
 
 #: Where the metric reference lives (README.md links to it).
@@ -59,7 +61,7 @@ def exposed(text: str, into: dict[str, tuple[str, set[frozenset[str]]]]) -> None
 
 def real_output(tmp_path: Path) -> dict[str, tuple[str, set[frozenset[str]]]]:
     found: dict[str, tuple[str, set[frozenset[str]]]] = {}
-    for path in corpus_files():
+    for path in [*corpus_files(), ROOT / "tests" / "omni" / "two-stage-shim.log"]:
         exposed(one_shot(path), found)
     log = tmp_path / "sglang.log"
     log.write_text("")
@@ -71,6 +73,7 @@ def real_output(tmp_path: Path) -> dict[str, tuple[str, set[frozenset[str]]]]:
         assert exp.terminate() == 0
     exposed(gpu_exposition(), found)
     exposed(fpm_exposition(), found)
+    exposed(omni_exposition(), found)
     return found
 
 
@@ -96,8 +99,8 @@ def test_metrics_doc_table_matches_real_output(tmp_path: Path):
 def test_the_doc_check_sees_a_wrong_label():
     """The parser of the page's table reads labels, so a label renamed in the docs would be caught."""
     text = METRICS_DOC.read_text(encoding="utf-8").replace(
-        "| `sglang_scheduler_batch_size` | histogram | `dp_rank`, `phase` |",
-        "| `sglang_scheduler_batch_size` | histogram | `dp_rank`, `stage` |")
-    assert doc_table(text)["sglang_scheduler_batch_size"][1] == {"dp_rank", "stage"}
+        "| `sglang_scheduler_batch_size` | histogram | `stage`, `dp_rank`, `phase` |",
+        "| `sglang_scheduler_batch_size` | histogram | `stage`, `dp_rank`, `phaze` |")
+    assert doc_table(text)["sglang_scheduler_batch_size"][1] == {"stage", "dp_rank", "phaze"}
     mig = doc_table()["sglang_gpu_info"]
     assert {"gpu", "uuid", "mig_mode"} <= mig[1] and mig[2] == {"gpu_instance_id", "compute_instance_id"}

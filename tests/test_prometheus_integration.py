@@ -289,7 +289,7 @@ def test_prometheus_scrapes_exporter_and_rules_compute_the_retraction_share(stac
             for t in panel.get("targets", []):
                 expr = t["expr"]
                 for var, val in (("$__rate_interval", "5m"), ("$safety_factor", "0.7"), ("$namespace", ".*"),
-                                 ("$pod", ".*"), ("$dp_rank", ".*"), ("$gpu", ".*"), ("$sglang_group", ".*"),
+                                 ("$pod", ".*"), ("$stage", ".*"), ("$dp_rank", ".*"), ("$gpu", ".*"), ("$sglang_group", ".*"),
                                  ("$source", ".*")):
                     expr = expr.replace(var, val)
                 results[(name, panel["title"], t["refId"])] = prom.query(expr)  # raises on a query error
