@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from conftest import ROOT, value
@@ -29,6 +32,20 @@ def simulate(log: Path, stages: list[str], shim: bool) -> str:
         subprocess.run([sys.executable, "-m", "omni_support", *stages], stdout=out, stderr=out, env=env,
                        check=True, timeout=120, cwd=TESTS)
     return log.read_text()
+
+
+@contextmanager
+def following(tmp_path: Path, stages: list[str], shim: bool) -> Iterator[Exporter]:
+    """The real command following a log file while the simulated server writes it (started on the
+    empty file, so every line is read live)."""
+    log = tmp_path / "omni.log"
+    log.touch()
+    exp = Exporter("--log.path", str(log), "--gpu.enabled", "false")
+    try:
+        simulate(log, stages, shim)
+        yield exp
+    finally:
+        exp.terminate()
 
 
 def _stage(m: dict, name: str, stage: str, **labels) -> float | None:
@@ -67,64 +84,49 @@ def test_the_shim_leaves_other_formats_levels_and_a_shadowed_sitecustomize_alone
 
 
 def test_two_stages_through_the_shim_each_stage_its_own_batches_retractions_and_gauges(tmp_path):
-    log = tmp_path / "omni.log"
-    log.touch()
-    exp = Exporter("--log.path", str(log), "--gpu.enabled", "false")
-    try:
-        simulate(log, ["thinker", "talker_ar"], shim=True)
+    with following(tmp_path, ["thinker", "talker_ar"], shim=True) as exp:
         want = sum(scheduler_lines(s) for s in STAGES)
         m = exp.wait_for(lambda m: sum(value(m, "sglang_exporter_log_lines_total", kind=k, result="parsed") or 0
                                        for k in ("prefill", "decode", "retraction")) == want, "every scheduler line")
-        for stage, s in STAGES.items():
-            assert _stage(m, "sglang_scheduler_batches_total", stage, phase="prefill") == s["prefill"]
-            assert _stage(m, "sglang_scheduler_batches_total", stage, phase="decode") == s["decode"] * 40
-            assert _stage(m, "sglang_scheduler_batch_size_sum", stage, phase="prefill") == s["prefill"] * s["new_seq"]
-            assert _stage(m, "sglang_scheduler_retractions_total", stage) == s["retractions"]
-            assert _stage(m, "sglang_scheduler_running_requests", stage) == s["running"]
-            assert _stage(m, "sglang_scheduler_kv_used_tokens", stage) == s["kv_used"]
-            assert _stage(m, "sglang_scheduler_max_total_tokens", stage) == s["kv_tokens"]
-            assert value(m, "sglang_omni_stage_max_running_requests_proxy", stage=stage) == max(s["graph_bs"])
-            assert value(m, "sglang_omni_stage_started", stage=stage) == 1
-        assert {dict(k[1])["stage"] for k in _scheduler_series(m)} == set(STAGES)  # no merged or unnamed one
-        assert value(m, "sglang_omni_requests_submitted_total") == 1
-        assert sum(v for k, v in m.items() if k[0] == "sglang_exporter_log_lines_total"
-                   and dict(k[1])["result"] in ("unattributed", "malformed")) == 0
-    finally:
-        exp.terminate()
+    for stage, s in STAGES.items():
+        assert _stage(m, "sglang_scheduler_batches_total", stage, phase="prefill") == s["prefill"]
+        assert _stage(m, "sglang_scheduler_batches_total", stage, phase="decode") == s["decode"] * 40
+        assert _stage(m, "sglang_scheduler_batch_size_sum", stage, phase="prefill") == s["prefill"] * s["new_seq"]
+        assert _stage(m, "sglang_scheduler_retractions_total", stage) == s["retractions"]
+        assert _stage(m, "sglang_scheduler_running_requests", stage) == s["running"]
+        assert _stage(m, "sglang_scheduler_kv_used_tokens", stage) == s["kv_used"]
+        assert _stage(m, "sglang_scheduler_max_total_tokens", stage) == s["kv_tokens"]
+        assert value(m, "sglang_omni_stage_max_running_requests_proxy", stage=stage) == max(s["graph_bs"])
+        assert value(m, "sglang_omni_stage_started", stage=stage) == 1
+    assert {dict(k[1])["stage"] for k in _scheduler_series(m)} == set(STAGES)  # no merged or unnamed one
+    assert value(m, "sglang_omni_requests_submitted_total") == 1
+    assert sum(v for k, v in m.items() if k[0] == "sglang_exporter_log_lines_total"
+               and dict(k[1])["result"] in ("unattributed", "malformed")) == 0
 
 
 def test_one_stage_without_the_shim_is_labelled_from_its_start_up_line(tmp_path):
-    log = tmp_path / "omni.log"
-    log.touch()
-    exp = Exporter("--log.path", str(log), "--gpu.enabled", "false")
-    try:
-        simulate(log, ["talker_ar"], shim=False)
-        s = STAGES["talker_ar"]
+    s = STAGES["talker_ar"]
+    with following(tmp_path, ["talker_ar"], shim=False) as exp:
         m = exp.wait_for(lambda m: (_stage(m, "sglang_scheduler_retractions_total", "talker_ar") or 0)
                          == s["retractions"] and (_stage(m, "sglang_scheduler_batches_total", "talker_ar",
                                                          phase="decode") or 0) == s["decode"] * 40, "the stage's lines")
-        assert _stage(m, "sglang_scheduler_batches_total", "talker_ar", phase="prefill") == s["prefill"]
-        assert _stage(m, "sglang_scheduler_max_total_tokens", "talker_ar") == s["kv_tokens"]
-        assert {dict(k[1])["stage"] for k in _scheduler_series(m)} == {"talker_ar"}
-    finally:
-        exp.terminate()
+    assert _stage(m, "sglang_scheduler_batches_total", "talker_ar", phase="prefill") == s["prefill"]
+    assert _stage(m, "sglang_scheduler_max_total_tokens", "talker_ar") == s["kv_tokens"]
+    assert {dict(k[1])["stage"] for k in _scheduler_series(m)} == {"talker_ar"}
 
 
 def test_two_stages_without_the_shim_merge_nothing_and_say_so(tmp_path):
-    log = tmp_path / "omni.log"
-    log.touch()
-    exp = Exporter("--log.path", str(log), "--gpu.enabled", "false")
-    try:
-        simulate(log, ["thinker", "talker_ar"], shim=False)
-        stats = sum(scheduler_lines(s) for s in STAGES)
+    stats = sum(scheduler_lines(s) for s in STAGES)
+    with following(tmp_path, ["thinker", "talker_ar"], shim=False) as exp:
         m = exp.wait_for(lambda m: sum(value(m, "sglang_exporter_log_lines_total", kind=k, result="unattributed") or 0
                                        for k in ("prefill", "decode", "retraction")) == stats, "every scheduler line")
-        assert _scheduler_series(m) == set()  # no stage's metrics, and no merged scheduler either
-        # each stage's KV and CUDA-graph lines are no stage's either; the pipeline's own facts still count
-        assert value(m, "sglang_exporter_log_lines_total", kind="omni", result="unattributed") == 2 * len(STAGES)
-        assert value(m, "sglang_omni_requests_submitted_total") == 1
-        assert value(m, "sglang_omni_stage_started", stage="thinker") == 1
-        warnings = [line for line in exp.stderr_lines if "do not say which stage printed them" in line]
-        assert len(warnings) == 1 and "sitecustomize.py" in warnings[0] and "(talker_ar, thinker)" in warnings[0]
-    finally:
-        exp.terminate()
+        deadline = time.monotonic() + 10  # the exporter's stderr is read by another thread
+        while not (warnings := [x for x in exp.stderr_lines if "do not say which stage printed them" in x]):
+            assert time.monotonic() < deadline, "no warning"
+            time.sleep(0.05)
+    assert _scheduler_series(m) == set()  # no stage's metrics, and no merged scheduler either
+    # each stage's KV and CUDA-graph lines are no stage's either; the pipeline's own facts still count
+    assert value(m, "sglang_exporter_log_lines_total", kind="omni", result="unattributed") == 2 * len(STAGES)
+    assert value(m, "sglang_omni_requests_submitted_total") == 1
+    assert value(m, "sglang_omni_stage_started", stage="thinker") == 1
+    assert len(warnings) == 1 and "sitecustomize.py" in warnings[0] and "(talker_ar, thinker)" in warnings[0]
