@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import logging
 import socket
+import subprocess
 import threading
 import time
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from conftest import samples, value
+from conftest import ROOT, samples, value
 from exporter.sources.omni import OmniCollector, OmniPoller
 from exporter.sources.omni.client import Answer
-from exporter_support import Exporter
-from omni_http_support import FakeOmni, admin_result, model_info_body, scheduler_info
+from exporter_support import Exporter, one_shot
+from omni_http_support import FakeOmni, admin_result, model_info_body, omni_exposition, scheduler_info
 
 
 @pytest.fixture
@@ -170,3 +171,11 @@ def test_the_real_command_polls_omni_and_refuses_a_bad_url(omni):
     from exporter.cli import main
     assert main(["--log.path", "/tmp/x.log", "--omni.url", "ftp://omni:21"]) == 2
     assert main(["--log.path", "/tmp/x.log", "--omni.url", "http://127.0.0.1:8000", "--omni.timeout", "20"]) == 2
+
+
+def test_omnis_series_pass_promtool_check_metrics(promtool):
+    """Omni's families, from its endpoints and from its log, lint clean as Prometheus reads them."""
+    for text in (omni_exposition(), one_shot(ROOT / "tests" / "omni" / "two-stage-shim.log")):
+        assert "sglang_omni_" in text
+        r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
