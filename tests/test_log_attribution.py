@@ -7,7 +7,7 @@ format strings (docs/sglang-omni.md).
 
 from __future__ import annotations
 
-from exporter.events import CudaGraphCapture, DecodeBatch, KvCacheAllocated, OmniAdmission, OmniStartup, Retraction
+from exporter.events import CudaGraphCapture, DecodeBatch, KvAllocation, OmniAdmission, OmniStartup, Retraction
 from exporter.sources.log.attribution import StageAttribution
 from exporter.sources.log.parser import parse_line
 
@@ -35,7 +35,7 @@ def run(att: StageAttribution, *lines: str):
 
 def stages_of(events) -> list[tuple[str, str]]:
     return [(e.origin.stage, e.origin.replica) for e in events if type(e) in (DecodeBatch, Retraction,
-                                                                              KvCacheAllocated, CudaGraphCapture)]
+                                                                              KvAllocation, CudaGraphCapture)]
 
 
 def test_plain_sglang_lines_pass_untouched():
@@ -114,7 +114,7 @@ def test_two_stages_without_the_shim_merge_nothing_and_warn_once():
                         line("sglang_omni.pipeline.mp_runner: MultiProcessPipelineRunner started: 2 stage(s), 2 process(es)"),
                         line(DECODE), line(DECODE), line(RETRACT, level="WARNING"))
     assert stages_of(kept) == []
-    assert [type(e).__name__ for e, _ in dropped] == ["KvCacheAllocated", "KvCacheAllocated", "DecodeBatch",
+    assert [type(e).__name__ for e, _ in dropped] == ["KvAllocation", "KvAllocation", "DecodeBatch",
                                                       "DecodeBatch", "Retraction"]
     assert {r for _, r in dropped} == {"several_stages"} and att.unattributed == {"several_stages": 5}
     assert len(warnings) == 1 and "2 SGLang-backed stages (talker_ar, thinker)" in warnings[0]

@@ -64,7 +64,7 @@ def test_two_stages_through_the_shim_get_a_section_each():
 def test_two_stages_without_the_shim_are_no_stage_and_the_report_says_why():
     doc = report_lines(two_stages(shim=False))
     assert doc["stages"] == {} and doc["schedulers"] == []
-    assert doc["lines"]["unattributed"] == {"decode": 10, "omni": 4, "retraction": 2}
+    assert doc["lines"]["unattributed"] == {"decode": 10, "kv_allocation": 2, "omni": 2, "retraction": 2}
     assert doc["batch_size"]["decode"]["count"] == 0  # merged into nothing, at the top level either
     assert "unattributed: 16 SGLang Omni lines of several stages" in text(doc)
 

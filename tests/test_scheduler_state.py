@@ -201,15 +201,15 @@ def test_ranks_beyond_dp_size_are_refused_and_real_ranks_keep_their_slots():
     real = [DECODE.format(s=1, tags=f" DP{dp} TP{dp}", r=dp + 1, t=1, q=0) for dp in range(8)]
     p = feed([SERVER_ARGS.format(tp=8, dp=8), *garbage, *real])
     m = scrape(p)
-    assert sorted(p.store.states.schedulers, key=int) == [str(dp) for dp in range(8)]
-    assert all(value(m, "sglang_scheduler_running_requests", dp_rank=str(dp)) == dp + 1 for dp in range(8))
+    assert sorted(p.store.states.schedulers, key=lambda k: int(k[1])) == [("", str(dp)) for dp in range(8)]
+    assert all(value(m, "sglang_scheduler_running_requests", stage="", dp_rank=str(dp)) == dp + 1 for dp in range(8))
     assert p.stats.rejected["rank"] == 300 and p.stats.lines[("decode", "malformed")] == 300
 
 
 def test_without_server_args_no_garbage_can_take_a_real_ranks_slot():
     garbage = [DECODE.format(s=0, tags=f" DP{dp} TP0", r=1, t=1, q=0) for dp in range(1000, 1400)]
     p = feed([*garbage, DECODE.format(s=1, tags=" DP7 TP0", r=5, t=1, q=0)])
-    assert list(p.store.states.schedulers) == ["7"]  # only ranks below 256 can exist: 256 slots for 256 ranks
+    assert list(p.store.states.schedulers) == [("", "7")]  # only ranks below 256 can exist: 256 slots for 256 ranks
     assert p.stats.rejected["rank"] == 400
 
 
@@ -218,7 +218,7 @@ def test_router_managed_dp_server_keeps_its_rank_beside_dp_size_1():
     cap = "[2026-09-13 16:05:02 DP3] max_total_num_tokens=1000, max_prefill_tokens=100, context_len=100"
     p = feed([SERVER_ARGS.format(tp=1, dp=1), cap, DECODE.format(s=1, tags=" DP3", r=2, t=1, q=0),
               DECODE.format(s=2, tags=" DP9", r=2, t=1, q=0)])
-    assert sorted(p.store.states.schedulers) == ["3"] and p.stats.rejected["rank"] == 1
+    assert sorted(p.store.states.schedulers) == [("", "3")] and p.stats.rejected["rank"] == 1
 
 
 def test_replica_tags_beyond_their_size_are_refused():
@@ -231,4 +231,4 @@ def test_replica_tags_beyond_their_size_are_refused():
 def test_several_servers_in_one_glob_bound_by_the_largest_dp_size():
     p = feed([SERVER_ARGS.format(tp=1, dp=4), SERVER_ARGS.format(tp=1, dp=1),
               DECODE.format(s=0, tags=" DP3", r=1, t=1, q=0)])
-    assert list(p.store.states.schedulers) == ["3"]
+    assert list(p.store.states.schedulers) == [("", "3")]

@@ -178,8 +178,6 @@ def basis(rec: Recorder, inputs: list[InputFile]) -> Basis:
     for key in sorted(scheds):
         sched = scheds[key]
         cap = st.effective_capacity(sched, key[0])
-        if cap is not None and cap is sched.capacity and sched.capacity_from_kv:
-            cap = None  # an SGLang Omni stage's KV Cache line: its tokens come below, it is no capacity line
         if cap is not None:
             break
     sa = st.server_args

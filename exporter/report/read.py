@@ -20,7 +20,7 @@ from .upstream import (
     KIND_OF,
     Capacity,
     DecodeBatch,
-    KvCacheAllocated,
+    KvAllocation,
     Malformed,
     PrefillBatch,
     ReqTimeStats,
@@ -122,7 +122,7 @@ class Recorder:
         # (stage, dp_rank, replica) -> samples; stage "" for plain SGLang
         self.all_samples: dict[tuple[str, str, str], ReplicaSamples] = {}
         self.samples: dict[tuple[str, str], ReplicaSamples] = {}  # of stage "" (a stage view's: its own)
-        self.kv_alloc_by_stage: dict[str, tuple[int, float]] = {}  # SGLang Omni stages' KV Cache lines
+        self.kv_alloc_by_stage: dict[str, tuple[int, float | None]] = {}  # SGLang Omni stages' KV Cache lines
         self.ceiling_proxy: int | None = None  # a stage view's CUDA-graph batch-size proxy
         self.server_args: dict[str, str] = {}
         self.server_args_count = 0
@@ -226,8 +226,8 @@ class Recorder:
             return
         ev = parse_line(line)
         kind = type(ev)
-        if "KV Cache is allocated" in line and kind is not KvCacheAllocated:  # SGLang's; Omni's are per stage
-            self._kv_alloc_line(line)
+        if "KV Cache is allocated" in line and (kind is not KvAllocation or ev.origin.task is None):
+            self._kv_alloc_line(line)  # plain SGLang's; an SGLang Omni stage's is its own (_apply)
         if ev is None or kind is Malformed or kind not in KIND_OF:
             if ev is None or kind is not Malformed:
                 self.lines[("other", "ignored")] += 1
@@ -267,9 +267,10 @@ class Recorder:
         the event's own line (empty for an SGLang Omni start-up event released later)."""
         kind = type(ev)
         origin = ev.origin
-        if kind not in _SCHEDULER_KINDS:  # SGLang Omni's pipeline and capacity lines
-            if kind is KvCacheAllocated:
-                self.kv_alloc_by_stage[origin.stage] = (ev.tokens, ev.gib if ev.gib is not None else 0.0)
+        if kind is KvAllocation and origin.stage:  # an SGLang Omni stage's KV pool: (#tokens, K+V GiB)
+            self.kv_alloc_by_stage[origin.stage] = (
+                ev.tokens, ev.size_bytes / 2**30 if ev.size_bytes is not None else None)
+        if kind not in _SCHEDULER_KINDS:  # SGLang Omni's pipeline lines
             if origin.log_time is not None:
                 self._note_time(origin.log_time, origin.time_of_day_only)
             self.states.apply(ev, wall=0.0)

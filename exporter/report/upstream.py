@@ -12,7 +12,7 @@ from ..events import (
     Capacity,
     CudaGraphCapture,
     DecodeBatch,
-    KvCacheAllocated,
+    KvAllocation,
     PrefillBatch,
     ReqTimeStats,
     RetractAbort,
@@ -23,6 +23,6 @@ from ..sources.log.attribution import StageAttribution
 from ..sources.log.parser import Malformed, parse_line
 from ..scheduler.state import SchedulerStates
 
-__all__ = ["KINDS", "KIND_OF", "Capacity", "CudaGraphCapture", "DecodeBatch", "KvCacheAllocated", "Malformed",
+__all__ = ["KINDS", "KIND_OF", "Capacity", "CudaGraphCapture", "DecodeBatch", "KvAllocation", "Malformed",
            "PrefillBatch", "ReqTimeStats", "RetractAbort", "Retraction", "SchedulerStates", "ServerArgs",
            "StageAttribution", "parse_line"]

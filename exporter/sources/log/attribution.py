@@ -42,7 +42,7 @@ from ...events import (
     OMNI_PIPELINE_EVENTS,
     CudaGraphCapture,
     Event,
-    KvCacheAllocated,
+    KvAllocation,
     OmniAdmission,
     OmniStartup,
 )
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 _FOLLOWER = re.compile(r"(.+)-tp(\d{1,4})-follower")
 #: Start-up lines that need a stage: held, without the shim, until every stage has started.
-_HELD_KINDS = (KvCacheAllocated, CudaGraphCapture)
+_HELD_KINDS = (KvAllocation, CudaGraphCapture)
 #: Most start-up events held (a pipeline prints a few per stage); past it they are decided at once.
 MAX_HELD = 256
 

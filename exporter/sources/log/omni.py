@@ -8,9 +8,9 @@ that a plain SGLang log gives exactly what it gave before. Formats are those of 
 2026-08 and the SGLang versions it pinned (0.5.8 .. 0.5.18); ``docs/sglang-omni.md`` lists each line
 with its source.
 
-* Capacity per stage: ``KV Cache is allocated. ... #tokens: N`` (Omni never prints SGLang's
-  ``max_total_num_tokens=`` line) and the decode CUDA-graph capture list ``bs=[...]`` (the proxy of the
-  batch ceiling).
+* The decode CUDA-graph capture list ``bs=[...]`` of each stage (the proxy of its batch ceiling; the
+  stage's capacity comes from SGLang's ``KV Cache is allocated`` line, which :mod:`.parser` reads in every
+  format: Omni never prints SGLang's ``max_total_num_tokens=`` line).
 * Start-up lines that tell which stage runs where (:class:`~exporter.events.OmniStartup`, read by
   :mod:`.attribution`).
 * Admission (submitted, aborted, rejected by reason), stage lifecycle, the coordinator's in-flight cap.
@@ -25,7 +25,6 @@ import re
 from ...events import (
     CudaGraphCapture,
     Event,
-    KvCacheAllocated,
     OmniAdmission,
     OmniInFlightCap,
     OmniStageEvent,
@@ -46,7 +45,6 @@ _HINT = re.compile(r",\d\d\d \[")
 NAME = STAGE_NAME
 _QUOTED = re.compile(r"'([^']{0,100})'")
 _LOCK_DEVICE = re.compile(r"sglang_omni_gpu_([A-Za-z0-9_.-]{1,64})_startup\.lock")
-_GB = re.compile(r"size: (\d{1,9}(?:\.\d{1,6})?) GB")
 _STAGE_STATE = re.compile(r"Stage ([A-Za-z0-9_][A-Za-z0-9_.-]{0,63}) (started|stopped)\Z")
 
 
@@ -90,7 +88,7 @@ def parse_omni_line(line: str) -> Event | tuple[str, str] | None:
         line: One line without its terminator.
 
     Returns:
-        An event of :mod:`exporter.events` (``KvCacheAllocated``, ``CudaGraphCapture``, ``OmniStartup``,
+        An event of :mod:`exporter.events` (``CudaGraphCapture``, ``OmniStartup``,
         ``OmniAdmission``, ``OmniStageEvent``, ``OmniInFlightCap``) whose origin has the line's time and
         Omni ``task``; ``("omni", reason)`` for a recognised line whose value is damaged (the parser
         turns it into ``Malformed``); ``None`` for every other line, and for every line not in Omni's
@@ -114,10 +112,6 @@ def parse_omni_line(line: str) -> Event | tuple[str, str] | None:
 
 def _message(msg: str, logger: str, line: str, start: int) -> Event | None:
     c = msg[:1]
-    if c == "K" and msg.startswith("KV Cache is allocated."):
-        sizes = [_GB.search(msg, msg.find(k)) for k in ("K size: ", "V size: ") if k in msg]
-        gib = sum(float(m.group(1)) for m in sizes if m) if len(sizes) == 2 and all(sizes) else None
-        return KvCacheAllocated(parse_origin(line[:start]), _count(_after(msg, "#tokens: ", ",").strip()), gib)
     if c == "C":
         if msg.startswith("Capture target decode CUDA graph begin."):
             return CudaGraphCapture(parse_origin(line[:start]), _bs_max(_after(msg, "bs=[", "]")))
