@@ -84,10 +84,18 @@ def test_the_shim_leaves_other_formats_levels_and_a_shadowed_sitecustomize_alone
 
 
 def test_two_stages_through_the_shim_each_stage_its_own_batches_retractions_and_gauges(tmp_path):
+    def done(m: dict) -> bool:  # the scheduler series themselves (a scrape reads the log's counts after them)
+        return all(_stage(m, "sglang_scheduler_batches_total", stage, phase="decode") == s["decode"] * 40
+                   and _stage(m, "sglang_scheduler_retractions_total", stage) == s["retractions"]
+                   and _stage(m, "sglang_scheduler_batches_total", stage, phase="prefill") == s["prefill"]
+                   for stage, s in STAGES.items())
+
     with following(tmp_path, ["thinker", "talker_ar"], shim=True) as exp:
-        want = sum(scheduler_lines(s) for s in STAGES)
+        m = exp.wait_for(done, "every stage's scheduler lines")
         m = exp.wait_for(lambda m: sum(value(m, "sglang_exporter_log_lines_total", kind=k, result="parsed") or 0
-                                       for k in ("prefill", "decode", "retraction")) == want, "every scheduler line")
+                                       for k in ("prefill", "decode", "retraction"))
+                         == sum(scheduler_lines(s) for s in STAGES), "every scheduler line counted")
+        m = exp.metrics()  # everything read is applied by now: one scrape of all of it
     for stage, s in STAGES.items():
         assert _stage(m, "sglang_scheduler_batches_total", stage, phase="prefill") == s["prefill"]
         assert _stage(m, "sglang_scheduler_batches_total", stage, phase="decode") == s["decode"] * 40
@@ -110,6 +118,7 @@ def test_one_stage_without_the_shim_is_labelled_from_its_start_up_line(tmp_path)
         m = exp.wait_for(lambda m: (_stage(m, "sglang_scheduler_retractions_total", "talker_ar") or 0)
                          == s["retractions"] and (_stage(m, "sglang_scheduler_batches_total", "talker_ar",
                                                          phase="decode") or 0) == s["decode"] * 40, "the stage's lines")
+        m = exp.metrics()
     assert _stage(m, "sglang_scheduler_batches_total", "talker_ar", phase="prefill") == s["prefill"]
     assert _stage(m, "sglang_scheduler_max_total_tokens", "talker_ar") == s["kv_tokens"]
     assert {dict(k[1])["stage"] for k in _scheduler_series(m)} == {"talker_ar"}
@@ -120,6 +129,7 @@ def test_two_stages_without_the_shim_merge_nothing_and_say_so(tmp_path):
     with following(tmp_path, ["thinker", "talker_ar"], shim=False) as exp:
         m = exp.wait_for(lambda m: sum(value(m, "sglang_exporter_log_lines_total", kind=k, result="unattributed") or 0
                                        for k in ("prefill", "decode", "retraction")) == stats, "every scheduler line")
+        m = exp.metrics()  # everything read is applied by now: one scrape of all of it
         deadline = time.monotonic() + 10  # the exporter's stderr is read by another thread
         while not (warnings := [x for x in exp.stderr_lines if "do not say which stage printed them" in x]):
             assert time.monotonic() < deadline, "no warning"
