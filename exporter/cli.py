@@ -1,7 +1,8 @@
 """The ``sglang-exporter`` command: wires settings, sources, the scheduler store, collectors and HTTP.
 
-Exit codes: 0 on success (one-shot done, or stopped by SIGTERM/SIGINT), 1 on a runtime failure
-(the listen address cannot be bound), 2 on a bad setting (the message names it).
+Exit codes (:class:`~exporter.status.ExitStatus`): 0 on success (one-shot done, or stopped by
+SIGTERM/SIGINT), 1 on a runtime failure (the listen address cannot be bound), 2 on a bad setting
+(the message names it), 3 when a one-shot read found no SGLang scheduler line in any file.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import signal
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from .demo import Replayer, sample_log_path
@@ -38,7 +41,9 @@ def build_registry(store: SchedulerStore, log_source: LogSource, idle_after: flo
                    gpu: GpuCollector | None = None, fpm: Collector | None = None,
                    omni: Collector | None = None) -> CollectorRegistry:
     """A private registry: the scheduler collector, SGLang Omni's pipeline collector (from the log),
-    then each source's (``gpu``, ``fpm``, ``omni`` if given), all guarded.
+    then each source's (``gpu``, ``fpm``, ``omni`` if given), all guarded. Before they collect, the
+    log reader reads what was appended since its last pass, so that a scrape shows every line
+    written before it (:class:`ScrapeRegistry`).
 
     The ``collector`` label of ``sglang_exporter_collector_success`` names them: ``scheduler``,
     ``pipeline``, ``log``, ``gpu``, ``fpm``, ``omni``. Every collector describes its families from the
@@ -56,9 +61,31 @@ def build_registry(store: SchedulerStore, log_source: LogSource, idle_after: flo
         collectors.append(("fpm", fpm))
     if omni is not None:
         collectors.append(("omni", omni))
-    registry = CollectorRegistry(auto_describe=False)
+    registry = ScrapeRegistry(log_source.catch_up)
     registry.register(GuardedCollectors(collectors))
     return registry
+
+
+class ScrapeRegistry(CollectorRegistry):
+    """The client library's registry (``auto_describe`` off), which first has the log reader catch
+    up on what was appended (:meth:`LogSource.catch_up`: bounded, and a no-op when no reader thread
+    runs, as in one-shot mode), for a whole scrape and for a ``name[]`` one alike.
+
+    Args:
+        catch_up: Asks the log reader to read the appends and waits for it.
+    """
+
+    def __init__(self, catch_up: Callable[[], object]):
+        super().__init__(auto_describe=False)
+        self._catch_up = catch_up
+
+    def collect(self) -> Iterator[Metric]:
+        self._catch_up()
+        return super().collect()
+
+    def restricted_registry(self, names: Iterable[str]):
+        self._catch_up()
+        return super().restricted_registry(names)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,10 +130,23 @@ def _one_shot(settings: Settings, store: SchedulerStore) -> int:
                 return usage_error(f"setting log.path (--log.path): {path!r} matches no file")
         elif (problem := file_problem(path)) is not None:
             return usage_error(f"setting log.path (--log.path): {display_path(path)!r} {problem}")
-    log_source = LogSource(paths, store, from_beginning=True, max_line_bytes=settings.log.max_line_bytes)
+    log_source = LogSource(paths, store, from_beginning=True, max_line_bytes=settings.log.max_line_bytes,
+                           max_files_per_glob=settings.log.max_files_per_glob)
     log_source.read_all()
     sys.stdout.write(generate_latest(build_registry(store, log_source, None)).decode())
     sys.stdout.flush()
+    return _warn_no_scheduler_lines(log_source)
+
+
+def _warn_no_scheduler_lines(log_source: LogSource) -> ExitStatus:
+    """After a one-shot read: warn for each file without an SGLang scheduler line, naming it and the
+    lines read, in the words of ``sglang-exporter report``; NO_SCHEDULER_LINES when no file had one."""
+    empty = log_source.files_without_scheduler_lines()
+    for path, lines, size in empty:
+        what = "the file is empty" if size == 0 else f"{lines:,} line{'s' if lines != 1 else ''} read"
+        print(f"{PROG}: warning: no SGLang scheduler line in {path!r} ({what})", file=sys.stderr)
+    if empty and len(empty) == len(log_source.stats.files):
+        return ExitStatus.NO_SCHEDULER_LINES
     return ExitStatus.OK
 
 
@@ -124,7 +164,7 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
         paths, from_beginning = settings.log.paths, settings.log.from_beginning
     log_source = LogSource(paths, store, from_beginning=from_beginning, max_line_bytes=settings.log.max_line_bytes,
                            rotate_wait=settings.log.rotate_wait, poll_interval=settings.log.poll_interval,
-                           watch_mode=settings.log.watch_mode)
+                           watch_mode=settings.log.watch_mode, max_files_per_glob=settings.log.max_files_per_glob)
     path = ", ".join(paths)
     # SGLang's per-forward-pass stream is live, so it is followed only here (never in one-shot mode).
     fpm = None
@@ -154,10 +194,10 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
     host, port = parse_listen_address(settings.web.listen_address)
 
     def health() -> tuple[bool, str]:
-        alive = log_source.is_alive()
-        if alive and gpu_poller is not None:
+        ok, reason = log_source.health()  # the reader waits or makes progress, not merely "its thread lives"
+        if ok and gpu_poller is not None:
             return gpu_poller.health()  # 503 after repeated NVML "Unknown" errors (lost device access)
-        return (True, "ok") if alive else (False, "log follower thread is not running")
+        return ok, reason
 
     server = WebServer(host, port, make_app(registry, settings.web.telemetry_path, health))
     # The follower's first pass fixes the start position (the end of existing files) before anything

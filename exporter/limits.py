@@ -34,6 +34,11 @@ MAX_LINE_BYTES_MIN, MAX_LINE_BYTES_MAX = 1 << 10, 64 << 20
 DEFAULT_ROTATE_WAIT = 5.0
 #: Seconds between checks of the log paths when no file event arrives (``--log.poll-interval``).
 DEFAULT_LOG_POLL_INTERVAL = 1.0
+#: Most files one ``--log.path`` glob follows (``--log.max-files-per-glob``): each costs a file
+#: descriptor, a check per poll and seven series; SGLang writes one log per server or rank.
+DEFAULT_MAX_FILES_PER_GLOB = 100
+#: Accepted range of ``--log.max-files-per-glob``, inclusive.
+MAX_FILES_PER_GLOB_MIN, MAX_FILES_PER_GLOB_MAX = 1, 100_000
 
 #: Seconds without a Prefill/Decode line after which a scheduler's latest-line gauges are withheld
 #: (``--sglang.idle-after``): SGLang prints nothing while idle, so the last values would be stale.

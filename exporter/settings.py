@@ -46,10 +46,13 @@ from .limits import (
     DEFAULT_GPU_UNKNOWN_ERROR_THRESHOLD,
     DEFAULT_IDLE_AFTER,
     DEFAULT_LOG_POLL_INTERVAL,
+    DEFAULT_MAX_FILES_PER_GLOB,
     DEFAULT_MAX_LINE_BYTES,
     DEFAULT_OMNI_POLL_INTERVAL,
     DEFAULT_OMNI_TIMEOUT,
     DEFAULT_ROTATE_WAIT,
+    MAX_FILES_PER_GLOB_MAX,
+    MAX_FILES_PER_GLOB_MIN,
     MAX_LINE_BYTES_MAX,
     MAX_LINE_BYTES_MIN,
     MAX_SCHEDULERS,
@@ -107,6 +110,12 @@ class LogSettings(BaseModel):
         DEFAULT_MAX_LINE_BYTES, ge=MAX_LINE_BYTES_MIN, le=MAX_LINE_BYTES_MAX,
         json_schema_extra={"metavar": "BYTES"},
         description="Longest log line kept (1 KiB .. 64 MiB); longer lines are dropped and counted.")
+    max_files_per_glob: int = Field(
+        DEFAULT_MAX_FILES_PER_GLOB, ge=MAX_FILES_PER_GLOB_MIN, le=MAX_FILES_PER_GLOB_MAX,
+        json_schema_extra={"metavar": "N"},
+        description="Most files one --log.path glob follows (each costs a file descriptor and seven "
+        "series); beyond it the most recently modified are followed, the rest skipped with a warning "
+        "and counted in sglang_exporter_log_glob_skipped_files.")
     level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Level of the exporter's own logging (debug shows each malformed line).")
 

@@ -84,13 +84,19 @@ class Exporter:
                 self.proc.kill()
 
 
-def one_shot(path: Path) -> str:
-    """Run the real command's main() in one-shot mode and return its stdout."""
+def one_shot_run(path: Path) -> tuple[int, str]:
+    """Run the real command's main() in one-shot mode; returns its exit status and stdout."""
     out = io.StringIO()
     with redirect_stdout(out):
         code = main(["--log.path", str(path), "--one-shot"])
+    return code, out.getvalue()
+
+
+def one_shot(path: Path) -> str:
+    """Run the real command's main() in one-shot mode and return its stdout (exit status 0)."""
+    code, out = one_shot_run(path)
     assert code == 0
-    return out.getvalue()
+    return out
 
 
 A_UUID, B_UUID = "GPU-aaaaaaaa-0000-0000-0000-000000000001", "GPU-bbbbbbbb-0000-0000-0000-000000000002"

@@ -53,16 +53,17 @@ class Harness:
     Args:
         paths: Paths and globs, as ``--log.path`` takes them.
         Others as the settings of the same name; the poll interval is short so tests run quickly,
-        and ``poll_interval=5`` makes a test depend on file events.
+        and ``poll_interval=5`` makes a test depend on file events. Further keywords go to
+        :class:`LogSource` (``max_files_per_glob``, ``stall_after``).
     """
 
     def __init__(self, *paths, poll_interval: float = 0.05, watch_mode: str = "inotify",
                  rotate_wait: float = 0.3, from_beginning: bool = False, max_line_bytes: int = 1 << 20,
-                 observer_factory=None):
+                 observer_factory=None, **kw):
         self.store = SchedulerStore(SchedulerStates(40))
         self.log = LogSource([str(p) for p in paths], self.store, from_beginning=from_beginning,
                              max_line_bytes=max_line_bytes, rotate_wait=rotate_wait, poll_interval=poll_interval,
-                             watch_mode=watch_mode, observer_factory=observer_factory)
+                             watch_mode=watch_mode, observer_factory=observer_factory, **kw)
         self.sources = self.log.tailers
         self.follower = self.log.follower
         self.registry = build_registry(self.store, self.log, None)
@@ -115,7 +116,7 @@ class Harness:
         target = self.follower.cycles + passes + 1  # +1: the pass in progress may have started earlier
 
         def done() -> bool:
-            self.follower.wake.set()
+            self.follower.wake()
             return self.follower.cycles >= target
 
         self.wait(done, f"{passes} more passes of the follower")

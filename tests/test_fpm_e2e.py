@@ -16,7 +16,7 @@ from pathlib import Path
 import msgspec
 import pytest
 import zmq
-from conftest import samples, value
+from conftest import CORPUS, samples, value
 from fpm_publisher import Publisher, encode, forward_pass
 from histogram_quantile import exact_percentile, histogram_quantile, within
 from exporter_support import DEADLINE, Exporter, command
@@ -360,7 +360,7 @@ def test_bad_endpoint_stops_startup_with_exit_2(tmp_path):
 def test_one_shot_ignores_the_stream(tmp_path):
     """--one-shot reads a recorded log: nothing live is subscribed to, no fpm series."""
     log = tmp_path / "sglang.log"
-    log.touch()
+    log.write_text((CORPUS / "008-retraction-storm-tokens-gained-uvicorn.log").read_text(encoding="utf-8"))
     r = subprocess.run([*command(), "--log.path", str(log), "--one-shot", "--fpm.endpoints",
                         f"ipc://{tmp_path}/fpm.0"], capture_output=True, text=True, timeout=DEADLINE)
     assert r.returncode == 0, r.stderr

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from conftest import ROOT, corpus_files
-from exporter_support import Exporter, fpm_exposition, gpu_exposition, one_shot
+from exporter_support import Exporter, fpm_exposition, gpu_exposition, one_shot_run
 from omni_http_support import omni_exposition
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -62,7 +62,7 @@ def exposed(text: str, into: dict[str, tuple[str, set[frozenset[str]]]]) -> None
 def real_output(tmp_path: Path) -> dict[str, tuple[str, set[frozenset[str]]]]:
     found: dict[str, tuple[str, set[frozenset[str]]]] = {}
     for path in [*corpus_files(), ROOT / "tests" / "omni" / "two-stage-shim.log"]:
-        exposed(one_shot(path), found)
+        exposed(one_shot_run(path)[1], found)
     log = tmp_path / "sglang.log"
     log.write_text("")
     (tmp_path / "requests").mkdir()

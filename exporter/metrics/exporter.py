@@ -40,10 +40,16 @@ LOG_ROWS = (
          "the log source's line splitter (exporter/sources/log/lines.py)",
          "Lines dropped because they exceeded --log.max-line-bytes."),
     _log("sglang_exporter_log_file_present", GAUGE, ("path",), "1", "files.*.present", _TAILER,
-         "1 when the followed log path exists, 0 while waiting for it."),
+         "1 when the followed log path exists as a regular file, 0 while waiting for it (or while it "
+         "names a directory, FIFO or device, which is skipped with a warning)."),
     _log("sglang_exporter_log_rotations_total", COUNTER, ("path",), "rotations", "files.*.rotations", _TAILER,
          "Times the followed path was found naming another file (rename + create, symlink swap); "
          "the old file is still read for --log.rotate-wait."),
+    _log("sglang_exporter_log_missed_rotations_total", COUNTER, ("path",), "files",
+         "files.*.missed_rotations", _TAILER,
+         "Rotated files of the followed path that were never read (their lines are lost): written "
+         "under its name and rotated away between two checks, as when rotations come faster than "
+         "--log.poll-interval in poll mode."),
     _log("sglang_exporter_log_truncations_total", COUNTER, ("path",), "truncations", "files.*.truncations",
          _TAILER,
          "Times the followed file was found shorter than the read offset (copytruncate); reading "
@@ -54,6 +60,10 @@ LOG_ROWS = (
     _log("sglang_exporter_log_glob_matched_files", GAUGE, ("pattern",), "files", "patterns",
          "the log source's glob tailer (exporter/sources/log/glob.py)",
          "Files a --log.path glob matched at the latest check."),
+    _log("sglang_exporter_log_glob_skipped_files", GAUGE, ("pattern",), "files", "skipped",
+         "the log source's glob tailer (exporter/sources/log/glob.py)",
+         "Files a --log.path glob matched but does not follow because --log.max-files-per-glob was "
+         "reached (the newest files are followed)."),
     _log("sglang_exporter_log_watch_mode_info", GAUGE, ("mode",), "1", "watch_mode",
          "the log source's follower (exporter/sources/log/follower.py)",
          "How file changes are noticed: inotify (file events plus the poll timer) or poll (timer only: "

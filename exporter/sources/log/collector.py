@@ -47,6 +47,7 @@ class LogCollector(Collector):
             "rejected": snap.rejected,
             "files": {path_label(path): fs for path, fs in snap.files.items()},
             "patterns": {path_label(pattern): n for pattern, n in snap.patterns.items()},
+            "skipped": {path_label(pattern): n for pattern, n in snap.skipped.items()},
             "watch_mode": {snap.watch_mode: 1} if snap.watch_mode is not None else {},
             "last_line_wall": snap.last_line_wall,
         }

@@ -18,7 +18,14 @@ Vector):
   (``docs/tailing.md#copytruncate``).
 * **Start position**: an existing file is read from its end at start-up (a restarted exporter must
   not count a file twice; Prometheus handles the counter reset), from 0 with ``from_beginning``.
-  Starting mid-line skips that fragment. Files that appear later are read from 0.
+  Starting mid-line skips that fragment. Files that appear later are read from 0. The skipped head
+  is still searched, in chunks of :data:`SCAN_CHUNK`, for the server's start-up facts.
+* **Regular files only**: a path naming a directory, FIFO, socket or device is skipped with one
+  warning (reading ``/dev/zero`` never ends; opening a FIFO waits for a writer), and the check is
+  made again on the open descriptor (opened non-blocking), so a path swapped in between cannot
+  block the reader.
+* **Missed rotations**: a rotated file that was written and rotated away between two checks was
+  never read; it is found among the path's siblings and counted (:mod:`.missed`).
 * **Lines**: bytes become lines in :mod:`.lines` (partial last line held, ``\\r`` handling, NUL
   holes, oversized lines dropped and counted); memory per file stays below about
   ``2 * max_line_bytes + READ_CHUNK``.
@@ -30,13 +37,16 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from ...limits import DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
+from ...paths import directory_problem, display_path
 from .lines import LineSplitter
+from .missed import unseen_rotated_files
 from .stats import FileStats, LogStats
 
 log = logging.getLogger(__name__)
@@ -47,6 +57,10 @@ READ_CHUNK = 1 << 20
 FINGERPRINT_BYTES = 256
 #: How much of an existing log's head is searched for start-up lines when starting at its end.
 STARTUP_SCAN_BYTES = 64 << 20
+#: Bytes of that head read and searched at a time (start-up memory stays within a few MB of idle).
+SCAN_CHUNK = 256 << 10
+#: Most rotated files remembered as counted in ``missed_rotations`` (so none is counted twice).
+MISSED_REMEMBERED = 1024
 
 Ident = tuple[int, int]
 
@@ -111,10 +125,37 @@ class LineSink(Protocol):
     """Where a tailer hands what it read (:class:`~.ingest.Ingest`): it knows nothing downstream."""
 
     def feed(self, lines: list[str]) -> int:
-        """Take complete lines, oldest first; returns how many were taken."""
+        """Take complete lines, oldest first; returns how many of them are SGLang scheduler lines."""
 
-    def startup_facts(self, head: bytes) -> int:
-        """Take the head of a file whose reading starts at its end (start-up lines, not counted)."""
+    def startup_facts(self, chunks: Iterable[bytes]) -> int:
+        """Take the head of a file whose reading starts at its end, as consecutive chunks (start-up
+        lines, not counted)."""
+
+
+def not_regular(mode: int, path: str) -> str:
+    """What a path that is not a regular file is, for the one warning that it is skipped."""
+    if stat.S_ISDIR(mode):
+        return directory_problem(path)
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "not a regular file")
+    return f"is {kind}, not a regular file"
+
+
+def head_chunks(fd: int, size: int, limit: int = STARTUP_SCAN_BYTES, chunk: int = SCAN_CHUNK) -> Iterator[bytes]:
+    """The first ``min(size, limit)`` bytes of an open file, ``chunk`` bytes at a time (``pread``:
+    the descriptor's offset does not move). Stops early at an error or end of file."""
+    end = min(size, limit)
+    pos = 0
+    while pos < end:
+        try:
+            data = os.pread(fd, min(chunk, end - pos), pos)
+        except OSError:
+            return
+        if not data:
+            return
+        pos += len(data)
+        yield data
 
 
 class Tailer:
@@ -131,15 +172,20 @@ class Tailer:
         rotate_wait: Seconds a rotated or deleted file keeps being read before it is closed.
         registry: Shared :class:`Registry` (one per exporter; a private one by default).
         clock: Monotonic clock in seconds (tests inject one).
+        started: The start-up position rule no longer applies (a file matched by a glob after its
+            first check is new: read from 0).
+        covered: True for a path that a glob of this exporter follows (a rotated file it would read
+            is not counted as missed).
 
-    Counters are kept in ``self.stats`` (:class:`~.stats.FileStats`): opens, bytes read,
-    rotations, truncations, oversized lines, presence and bytes behind the end of the file.
+    Counters are kept in ``self.stats`` (:class:`~.stats.FileStats`): opens, bytes read, lines,
+    rotations (and rotated files never read), truncations, oversized lines, presence and bytes
+    behind the end of the file. Each chunk read is recorded as progress in ``LogStats.progress_at``.
     """
 
     def __init__(self, path: str, sink: LineSink, stats: LogStats | None = None, from_beginning: bool = False,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = DEFAULT_ROTATE_WAIT,
                  registry: Registry | None = None, clock: Callable[[], float] = time.monotonic,
-                 started: bool = False):
+                 started: bool = False, covered: Callable[[str], bool] | None = None):
         self.path = path
         self.sink = sink
         self.from_beginning = from_beginning
@@ -147,11 +193,16 @@ class Tailer:
         self.rotate_wait = rotate_wait
         self.registry = registry if registry is not None else Registry()
         self.clock = clock
-        self.stats: FileStats = (stats if stats is not None else LogStats()).register_file(path)
+        self.covered = covered if covered is not None else (lambda p: False)
+        self.log_stats = stats if stats is not None else LogStats()
+        self.stats: FileStats = self.log_stats.register_file(path)
         self._cur: _Reader | None = None
         self._draining: list[_Reader] = []
         self._started = started  # True once the start-up position rule has been applied
+        self._checked = started  # True once the path was looked at (its absence is warned about once)
         self._last_error: str | None = None
+        self._seen_ns = 0  # wall clock (ns) of the latest check that found the open file at the path
+        self._counted: OrderedDict[Ident, None] = OrderedDict()  # rotated files counted as missed
 
     # -- public -------------------------------------------------------------------------------
 
@@ -164,14 +215,22 @@ class Tailer:
         """
         fed = 0
         now = self.clock()
+        checked_ns = time.time_ns()
+        first, self._checked = not self._checked, True
         try:
             st = os.stat(self.path)
         except (FileNotFoundError, NotADirectoryError):
             st = None
+            if first:
+                log.warning("%s does not exist (yet); waiting for it", display_path(self.path))
             self._note_error(None)
         except OSError as exc:
             st = None
             self._note_error(f"cannot stat {self.path}: {exc.strerror or exc}")
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            self._note_error(f"{display_path(self.path)} {not_regular(st.st_mode, self.path)}: skipped "
+                             "(only regular files are read)")
+            st = None
         if st is None:
             self.stats.present = False
             self._started = True  # a file that appears later is new: read it from 0
@@ -194,6 +253,8 @@ class Tailer:
                     self._open(st, ident)
             elif st.st_size < self._cur.offset:
                 self._truncated(self._cur)
+            if self._cur is not None and self._cur.ident == ident:
+                self._seen_ns = checked_ns
         fed += self._read_draining(now)
         if self._cur is not None:
             fed += self._read(self._cur)
@@ -264,12 +325,26 @@ class Tailer:
         reg = self.registry
         if ident in reg.open:  # another pattern's reader has it (or its rotated predecessor)
             return
-        try:
-            f = open(self.path, "rb", buffering=0)
+        try:  # non-blocking: a FIFO swapped in since the stat must not wait for a writer
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
             self._note_error(f"cannot open {self.path}: {exc.strerror or exc}")
             return
-        fst = os.fstat(f.fileno())
+        try:
+            fst = os.fstat(fd)
+            regular = stat.S_ISREG(fst.st_mode)
+            if regular:
+                os.set_blocking(fd, True)
+        except OSError as exc:
+            os.close(fd)
+            self._note_error(f"cannot open {self.path}: {exc.strerror or exc}")
+            return
+        if not regular:
+            os.close(fd)
+            self._note_error(f"{display_path(self.path)} {not_regular(fst.st_mode, self.path)}: skipped "
+                             "(only regular files are read)")
+            return
+        f = open(fd, "rb", buffering=0)
         ident = (fst.st_dev, fst.st_ino)
         if ident in reg.open:
             f.close()
@@ -284,10 +359,14 @@ class Tailer:
             offset = fst.st_size
             try:
                 skipping = os.pread(f.fileno(), 1, fst.st_size - 1) != b"\n"  # started mid-line
-                # The server's capacity and server_args lines precede the end: keep what they say.
-                self.sink.startup_facts(os.pread(f.fileno(), min(fst.st_size, STARTUP_SCAN_BYTES), 0))
             except OSError:
                 skipping = False
+            # The server's capacity and server_args lines precede the end: keep what they say.
+            self.sink.startup_facts(head_chunks(f.fileno(), fst.st_size))
+            log.info("starting at the end of %s: the %s bytes already in it are skipped "
+                     "(--log.from-beginning reads them)", display_path(self.path), f"{fst.st_size:,}")
+        else:
+            log.info("following %s from offset %d", display_path(self.path), offset)
         if offset:
             f.seek(offset)
         r = _Reader(f, ident, offset, LineSplitter(self.max_line_bytes, skipping),
@@ -298,8 +377,31 @@ class Tailer:
         self._started = True
         if self.stats.opens:  # another file than before at this path: renamed, re-created, link swapped
             self.stats.rotations += 1
+            self._count_missed()
         self.stats.opens += 1
-        log.info("following %s from offset %d", self.path, offset)
+
+    def _count_missed(self) -> None:
+        """Count the rotated files written since the previous check that nobody read (:mod:`.missed`)."""
+        if not self._seen_ns:
+            return
+        reg, counted = self.registry, self._counted
+
+        class _Known:
+            def __contains__(self, ident) -> bool:
+                return ident in reg.open or ident in reg.finished or ident in counted
+
+        for name, ident in unseen_rotated_files(self.path, self._seen_ns, _Known(), self.covered):
+            if not self.stats.missed_rotations:
+                log.warning("%s was rotated more than once between two checks: %s was never read and its "
+                            "lines are lost; check more often (--log.poll-interval, or --log.watch-mode "
+                            "inotify) or follow the rotated names with a glob (docs/tailing.md#rotation)",
+                            display_path(self.path), display_path(name))
+            else:
+                log.debug("rotated file %s of %s was never read", name, self.path)
+            self.stats.missed_rotations += 1
+            counted[ident] = None
+            while len(counted) > MISSED_REMEMBERED:
+                counted.popitem(last=False)
 
     def _retire(self, now: float) -> int:
         """Move the current reader to the draining list (rotation, deletion), reading it first."""
@@ -354,24 +456,26 @@ class Tailer:
         self.stats.behind_bytes = behind
 
     def _read(self, r: _Reader) -> int:
+        """Read from the offset up to the size ``fstat`` gives now (each read sized to what is there,
+        at most :data:`READ_CHUNK`); what is appended meanwhile is read at the next pass."""
         fed = 0
         try:
             r.size = os.fstat(r.f.fileno()).st_size
         except OSError:
             pass
-        while True:
+        log_stats = self.log_stats
+        while r.offset < r.size:
             try:
-                chunk = r.f.read(READ_CHUNK)
+                chunk = r.f.read(min(READ_CHUNK, r.size - r.offset))
             except OSError as exc:
                 self._note_error(f"cannot read {self.path}: {exc.strerror or exc}")
                 break
             if not chunk:
                 break
             r.offset += len(chunk)
-            if r.offset > r.size:
-                r.size = r.offset
             self.stats.bytes_read += len(chunk)
             self.stats.behind_bytes = max(0, r.size - r.offset)
+            log_stats.progress_at = time.monotonic()
             fed += self._consume(r, chunk)
         return fed
 
@@ -382,9 +486,14 @@ class Tailer:
         return self._feed(r, r.lines.flush())
 
     def _feed(self, r: _Reader, lines: list[str]) -> int:
-        """Hand complete lines over; move the splitter's count of dropped lines into the stats."""
+        """Hand complete lines over (returns how many); move the splitter's count of dropped lines
+        into the stats."""
         if r.lines.dropped:
             self.stats.oversized_lines += r.lines.dropped
             r.lines.dropped = 0
             log.debug("dropped a line longer than %d bytes in %s", self.max_line_bytes, self.path)
-        return self.sink.feed(lines) if lines else 0
+        if not lines:
+            return 0
+        self.stats.lines += len(lines)
+        self.stats.scheduler_lines += self.sink.feed(lines)
+        return len(lines)

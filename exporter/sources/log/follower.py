@@ -1,11 +1,19 @@
-"""The follower: one thread that drives every tailer, woken by file events and by timers.
+"""The follower: one thread that drives every tailer, woken by file events, by timers and by scrapes.
 
 * **Wake-ups.** Structural file events from watchdog (inotify: create, delete, move) only *wake*
   the reader; a poll timer wakes it as well, so a dropped event, an inotify limit or a file system
   without events (NFS, CIFS, overlay) delays noticing a rotation by at most one poll interval. Each
-  such wake-up ``stat``s every followed path. Appends are found by a cheap check of the open
-  descriptors (one ``fstat`` each) every :data:`APPEND_CHECK_INTERVAL` seconds: asking inotify for
-  every write would cost one event through watchdog's threads per logged line.
+  such wake-up ``stat``s every followed path; a glob is listed again on a file event, in ``poll``
+  mode, and at least every :data:`GLOB_RELIST_INTERVAL` seconds, so an idle exporter's cost does not
+  grow with the files in a glob's directory.
+* **Appends are read when asked for.** A scrape first asks the reader to read what was appended to
+  the open files and waits for it (:meth:`Follower.catch_up`, at most :data:`CATCH_UP_TIMEOUT`), so
+  ``/metrics`` shows every line written before the scrape. Between scrapes the open files are read
+  every :data:`APPEND_CHECK_INTERVAL` seconds (one ``fstat`` each), which bounds how much is read
+  at once. A wake-up costs about as much as the lines it reads (bench/): an inotify event per write,
+  even debounced, or a fixed 75 ms timer, meant ten times as many wake-ups at 200 lines/s.
+* **Health is progress.** The reader is healthy while it waits, or while its current pass keeps
+  reading; a pass stuck for :data:`STALL_SECONDS` (a hung network file system) fails ``/healthz``.
 """
 
 from __future__ import annotations
@@ -18,17 +26,23 @@ import time
 from collections.abc import Callable, Sequence
 
 from ...limits import DEFAULT_LOG_POLL_INTERVAL
+from ...paths import display_path
 from .file import Ident, Tailer
 from .glob import GlobTailer
 from .stats import LogStats
 
 log = logging.getLogger(__name__)
 
-#: Seconds between append checks of the open files (one ``fstat`` each). File events cover only
-#: structural changes (create, delete, move); appends are found by this check, which costs far less
-#: than one inotify event handled by watchdog's threads per written line. 75 ms keeps the p99
-#: line-to-/metrics delay under 100 ms and the thread's wake-ups under 1% of a core (bench/).
-APPEND_CHECK_INTERVAL = 0.075
+#: Seconds between reads of the open files' appends (one ``fstat`` each) when no scrape asks sooner.
+#: A scrape reads them first (:meth:`Follower.catch_up`), so this does not delay ``/metrics``; it
+#: bounds how much is read at once and how stale ``sglang_exporter_log_behind_bytes`` gets.
+APPEND_CHECK_INTERVAL = 1.0
+#: Longest a scrape waits for the reader to catch up before it is answered with what was read.
+CATCH_UP_TIMEOUT = 0.5
+#: Seconds between listings of a glob's directory when no file event says it changed (inotify mode).
+GLOB_RELIST_INTERVAL = 10.0
+#: Seconds a pass of the reader may go without reading a byte before ``/healthz`` says it is stuck.
+STALL_SECONDS = 30.0
 
 
 class _DropShutdownRace(logging.Filter):
@@ -56,26 +70,37 @@ class Follower:
         watch_mode: ``"inotify"`` (watchdog's native observer plus the timer; when the observer or a
             watch cannot be set up, e.g. the inotify watch or instance limit is reached, it falls
             back to polling with one warning) or ``"poll"`` (timer only; NFS/CIFS/overlay).
-        stats: Where the watch mode in use is published (``LogStats.watch_mode``), if given.
+        stats: Where the watch mode in use and the reader's progress are published.
         observer_factory: Builds the watchdog observer (tests inject a failing one).
+        stall_after: Seconds without progress after which :meth:`health` fails.
 
     Attributes:
         mode: The watch mode in use (``"inotify"`` or ``"poll"``).
-        cycles: Completed passes over all tailers (tests wait on it).
+        cycles: Completed full passes over all tailers (tests wait on it).
+        passes: Completed passes of either kind (full, or reading the appends only).
+        busy_since: Monotonic time the current pass began, ``None`` while the thread waits.
     """
 
     def __init__(self, tailers: Sequence[Tailer | GlobTailer], poll_interval: float = DEFAULT_LOG_POLL_INTERVAL,
                  watch_mode: str = "inotify", stats: LogStats | None = None,
-                 observer_factory: Callable[[], object] = _default_observer):
+                 observer_factory: Callable[[], object] = _default_observer, stall_after: float = STALL_SECONDS):
         self.tailers = list(tailers)
         self.poll_interval = poll_interval
         self.watch_mode = watch_mode
         self.mode = "poll"
-        self.stats = stats
+        self.stats = stats if stats is not None else LogStats()
         self.observer_factory = observer_factory
-        self.wake = threading.Event()
+        self.stall_after = stall_after
         self.stop_event = threading.Event()
         self.cycles = 0
+        self.passes = 0
+        self.busy_since: float | None = None
+        self._signal = threading.Event()  # wakes the thread: file event, scrape, stop
+        self._events = 0                  # file events (and wake() calls) so far; only ever grows
+        self._cond = threading.Condition()
+        self._asked = 0                   # catch-up requests so far (under _cond)
+        self._answered = 0                # requests answered by a finished pass (under _cond)
+        self._current = ""                # the path being read, for the health message
         self._observer = None
         self._handler = None
         self._event_filter: list | None = None
@@ -93,7 +118,7 @@ class Follower:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the thread and the observer, close the files."""
         self.stop_event.set()
-        self.wake.set()
+        self._signal.set()
         if self._thread is not None:
             self._thread.join(timeout)
         self._stop_observer(timeout)
@@ -111,31 +136,93 @@ class Follower:
         """True while the reader thread runs."""
         return self._thread is not None and self._thread.is_alive()
 
+    def wake(self) -> None:
+        """Have the thread make a full pass now (a file event; tests use it too)."""
+        self._events += 1
+        self._signal.set()
+
+    def catch_up(self, timeout: float = CATCH_UP_TIMEOUT) -> bool:
+        """Have the thread read what was appended to the open files, and wait until it has.
+
+        Called before a scrape is rendered, so that ``/metrics`` shows every line written before
+        the scrape. Requests that arrive together are answered by one pass. Does not wait when the
+        thread is not running (one-shot mode) or is in a pass that began more than ``timeout``
+        seconds ago (a large backlog, a stuck read): the scrape is answered with what was read.
+
+        Returns:
+            True when a pass that began after the request has finished.
+        """
+        if not self.is_alive():
+            return False
+        busy = self.busy_since
+        if busy is not None and time.monotonic() - busy > timeout:
+            return False
+        with self._cond:
+            self._asked += 1
+            ticket = self._asked
+            self._signal.set()
+            return self._cond.wait_for(lambda: self._answered >= ticket, timeout)
+
+    def health(self) -> tuple[bool, str]:
+        """``(healthy, reason)`` for ``/healthz``: healthy while the thread waits, or while its pass
+        reads (progress within ``stall_after`` seconds); not when the thread has died."""
+        if not self.is_alive():
+            return False, "log reader thread is not running"
+        busy = self.busy_since
+        if busy is None:
+            return True, "ok"
+        idle_for = time.monotonic() - max(busy, self.stats.progress_at)
+        if idle_for < self.stall_after:
+            return True, "ok"
+        return False, (f"log reader made no progress for {idle_for:.0f}s (last at "
+                       f"{display_path(self._current) or '?'}; a hung file system?)")
+
     def _run(self) -> None:
         append_interval = min(APPEND_CHECK_INTERVAL, self.poll_interval)
-        next_full = 0.0
+        relist_interval = max(GLOB_RELIST_INTERVAL, self.poll_interval)
+        next_full = next_relist = 0.0
+        seen_events = -1
+        stats = self.stats
         while not self.stop_event.is_set():
             now = time.monotonic()
-            full = self.wake.is_set() or now >= next_full
-            self.wake.clear()
+            self.busy_since = now
+            self._signal.clear()
+            with self._cond:
+                asked = self._asked
+            events = self._events
+            evented = events != seen_events
+            seen_events = events
+            full = evented or now >= next_full
+            relist = evented or now >= next_relist or self.mode == "poll"
             for t in self.tailers:
+                self._current = t.path
                 try:
-                    if full:
-                        t.poll()
-                    else:
+                    if not full:
                         t.read_appends()
+                    elif isinstance(t, GlobTailer):
+                        t.poll(relist=relist)
+                    else:
+                        t.poll()
                 except Exception:  # one bad file must not stop the others
                     log.exception("error while reading %s", t.path)
+                stats.progress_at = time.monotonic()
             if full:
                 if self._observer is not None:
                     self._update_watches()
                 next_full = now + self.poll_interval
+                if relist:
+                    next_relist = now + relist_interval
                 self.cycles += 1
-            self.wake.wait(max(0.0, min(append_interval, next_full - time.monotonic())))
+            self.passes += 1
+            with self._cond:
+                self._answered = asked
+                self._cond.notify_all()
+            self.busy_since = None
+            stats.progress_at = time.monotonic()
+            self._signal.wait(max(0.0, min(now + append_interval, next_full) - time.monotonic()))
 
     def _publish_mode(self) -> None:
-        if self.stats is not None:
-            self.stats.set_watch_mode(self.mode)
+        self.stats.set_watch_mode(self.mode)
 
     def _start_observer(self) -> None:
         try:
@@ -159,7 +246,7 @@ class Follower:
 
         class _Waker(FileSystemEventHandler):
             def on_any_event(self, event):
-                wake.set()
+                wake()
 
         self._handler = _Waker()
         # watchdog logs an ERROR when an event races its own shutdown; nothing is lost then.

@@ -4,18 +4,25 @@ tailers for a ``--log.path`` list.
 Each configured path or glob is followed on its own; a file is followed by one reader at a time
 even when several patterns match it, and a rotated file that a glob matches under its new name
 (``sglang.log*`` matching ``sglang.log.1``) is continued from where it was left, not read again.
+A glob follows at most ``max_files`` files (``--log.max-files-per-glob``): each costs a file
+descriptor, a check per poll and seven series.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import glob
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
 
-from ...limits import DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
+from ...limits import DEFAULT_MAX_FILES_PER_GLOB, DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
+from ...paths import display_path
 from .file import LineSink, Registry, Tailer
 from .stats import LogStats
+
+log = logging.getLogger(__name__)
 
 
 def has_glob(path: str) -> bool:
@@ -26,46 +33,84 @@ def has_glob(path: str) -> bool:
 class GlobTailer:
     """Follows every file matching a glob pattern, each with its own :class:`Tailer`.
 
-    Matches are looked up on every wake-up. Files matching at start-up start at their end (or at 0
-    with ``from_beginning``); files that appear later are read from 0. A tailer whose file has
+    Matches are looked up when asked (:meth:`poll` with ``relist``: the follower asks on a file
+    event, in ``poll`` mode and every few seconds), always while the pattern has magic in a
+    directory part or its directory is missing. Files matching at start-up start at their end (or at
+    0 with ``from_beginning``); files that appear later are read from 0. A tailer whose file has
     gone and has been drained is dropped with its self-metrics, so a glob over rotating request-log
     files does not grow the label set without bound.
+
+    At most ``max_files`` files are followed. When more match, the files already followed are kept
+    and free places go to the most recently modified of the others (the active files of a rotating
+    set); the rest are skipped, counted in ``LogStats.skipped`` and warned about once each time the
+    cap is reached.
 
     Args:
         pattern: A glob (``glob.glob`` syntax, ``**`` not recursive).
         claimed: Absolute paths followed by plain-path tailers; they are left to those.
+        max_files: Most files followed (``--log.max-files-per-glob``).
+        covered: True for a path that some glob of the exporter follows (see :class:`Tailer`).
         Other arguments as for :class:`Tailer`.
     """
 
     def __init__(self, pattern: str, sink: LineSink, stats: LogStats | None = None, from_beginning: bool = False,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = DEFAULT_ROTATE_WAIT,
                  registry: Registry | None = None, clock: Callable[[], float] = time.monotonic,
-                 claimed: set[str] | None = None):
+                 claimed: set[str] | None = None, max_files: int = DEFAULT_MAX_FILES_PER_GLOB,
+                 covered: Callable[[str], bool] | None = None):
         self.path = pattern
         self.sink = sink
         self.log_stats = stats if stats is not None else LogStats()
         self.kw = dict(from_beginning=from_beginning, max_line_bytes=max_line_bytes, rotate_wait=rotate_wait,
-                       registry=registry if registry is not None else Registry(), clock=clock)
+                       registry=registry if registry is not None else Registry(), clock=clock, covered=covered)
         self.claimed = claimed if claimed is not None else set()
+        self.max_files = max_files
         self.tailers: dict[str, Tailer] = {}
         self._started = False
+        self._matches: set[str] = set()
+        self._skipped = 0
+        self._base = _base_dir(pattern)
+        self._dir_magic = has_glob(os.path.dirname(pattern))
         self.log_stats.set_matches(pattern, 0)
 
-    def poll(self) -> int:
-        """Look up matches, then poll each matched file; returns lines fed."""
-        matches = {m for m in glob.glob(self.path) if os.path.isfile(m)}
-        for m in sorted(matches):
-            if m not in self.tailers and os.path.abspath(m) not in self.claimed:
-                self.tailers[m] = Tailer(m, self.sink, self.log_stats, started=self._started, **self.kw)
-        self._started = True
+    def poll(self, relist: bool = True) -> int:
+        """Look up matches (when ``relist``, or when they cannot be trusted), then poll each
+        followed file; returns lines fed."""
+        if relist or not self._started or self._dir_magic or not os.path.isdir(self._base):
+            self._relist()
         fed = 0
+        freed = False
         for m, t in list(self.tailers.items()):
             fed += t.poll()
-            if m not in matches and t.idle:
+            if m not in self._matches and t.idle:
                 del self.tailers[m]
                 self.log_stats.drop_file(m)
-        self.log_stats.set_matches(self.path, len(matches))
+                freed = True
+        if freed and self._skipped:  # a place is free for a skipped file
+            self._relist()
+            fed += sum(t.poll() for t in list(self.tailers.values()) if not t.stats.opens)
         return fed
+
+    def _relist(self) -> None:
+        matches = {m for m in glob.glob(self.path) if os.path.isfile(m)}
+        if not self._started and not matches:
+            log.warning("%s matches no file (yet); waiting for files", display_path(self.path))
+        new = [m for m in matches if m not in self.tailers and os.path.abspath(m) not in self.claimed]
+        room = max(0, self.max_files - len(self.tailers))
+        skipped = max(0, len(new) - room)
+        if skipped:
+            new.sort(key=_mtime_ns, reverse=True)
+            new = new[:room]
+            if not self._skipped:
+                log.warning("%s matches more than %d files (--log.max-files-per-glob): following the %d most "
+                            "recently modified, skipping %d", display_path(self.path), self.max_files,
+                            len(self.tailers) + len(new), skipped)
+        for m in sorted(new):
+            self.tailers[m] = Tailer(m, self.sink, self.log_stats, started=self._started, **self.kw)
+        self._started = True
+        self._matches = matches
+        self._skipped = skipped
+        self.log_stats.set_matches(self.path, len(matches), skipped)
 
     def read_appends(self) -> int:
         """Read appends to every matched file (see :meth:`Tailer.read_appends`)."""
@@ -82,18 +127,37 @@ class GlobTailer:
 
     def watch_dirs(self) -> set[str]:
         """The deepest directory of the pattern without glob magic, and each match's directories."""
-        base = os.path.abspath(self.path)
-        while has_glob(base):
-            base = os.path.dirname(base)
-        dirs = {base}
+        dirs = {self._base}
         for t in self.tailers.values():
             dirs |= t.watch_dirs()
         return dirs
 
 
+def _base_dir(pattern: str) -> str:
+    """The deepest directory of ``pattern`` without glob magic, absolute."""
+    base = os.path.abspath(pattern)
+    while has_glob(base):
+        base = os.path.dirname(base)
+    return base
+
+
+def _mtime_ns(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
+def covered_by(patterns: Sequence[str]) -> Callable[[str], bool]:
+    """A test of whether a file path matches one of ``patterns`` (globs, as absolute patterns)."""
+    absolute = [os.path.abspath(p) for p in patterns]
+    return lambda path: any(fnmatch.fnmatchcase(os.path.abspath(path), p) for p in absolute)
+
+
 def make_sources(paths: Sequence[str], sink: LineSink, stats: LogStats | None = None, from_beginning: bool = False,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = DEFAULT_ROTATE_WAIT,
-                 clock: Callable[[], float] = time.monotonic) -> list[Tailer | GlobTailer]:
+                 clock: Callable[[], float] = time.monotonic,
+                 max_files_per_glob: int = DEFAULT_MAX_FILES_PER_GLOB) -> list[Tailer | GlobTailer]:
     """Build one :class:`Tailer` per plain path and one :class:`GlobTailer` per glob.
 
     Duplicates are followed once; all share one :class:`Registry`, so no file is read twice.
@@ -105,8 +169,8 @@ def make_sources(paths: Sequence[str], sink: LineSink, stats: LogStats | None = 
         (globs if has_glob(p) else plain).append(p)
     claimed = {os.path.abspath(p) for p in plain}
     kw = dict(from_beginning=from_beginning, max_line_bytes=max_line_bytes, rotate_wait=rotate_wait,
-              registry=registry, clock=clock)
+              registry=registry, clock=clock, covered=covered_by(globs))
     stats = stats if stats is not None else LogStats()
     sources: list[Tailer | GlobTailer] = [Tailer(p, sink, stats, **kw) for p in plain]
-    sources += [GlobTailer(g, sink, stats, claimed=claimed, **kw) for g in globs]
+    sources += [GlobTailer(g, sink, stats, claimed=claimed, max_files=max_files_per_glob, **kw) for g in globs]
     return sources

@@ -23,10 +23,6 @@ from .stats import LogStats
 #: Event types of the start-up facts applied from the skipped head of a log (:meth:`Ingest.startup_facts`):
 #: they describe the running server even when their lines lie before the start position.
 STARTUP_EVENTS = (Capacity, KvAllocation, ServerArgs, CudaGraphCapture, OmniStartup)
-#: Text that every line of those kinds holds (a cheap filter before parsing the skipped head).
-_STARTUP_TEXT = ("max_total_num_tokens=", "server_args=", "KV Cache is allocated", "Capture ", "sglang_ar_startup",
-                 "Building scheduler for ", "Acquired GPU startup lock", "SGLang runtime configuration",
-                 " ready with stages=", "MultiProcessPipelineRunner started")
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +59,9 @@ class Ingest:
         (:mod:`.attribution`), ``("other", "ignored")`` when it is no scheduler line.
 
         Returns:
-            The number of lines fed. Never raises on line content.
+            How many of the lines are SGLang scheduler lines (their event parsed, whether or not the
+            store took it); the rest are not scheduler lines or damaged ones. Never raises on line
+            content.
         """
         parsed = [parse_line(line) for line in lines]
         if not parsed:
@@ -85,11 +83,12 @@ class Ingest:
             else:
                 append(ev)
                 by_type[t] = by_type.get(t, 0) + 1
+        scheduler_lines = len(events)
         dropped: list = []
         if events:
             events, dropped = self.attribution.attribute(events)
         self._count(ignored, malformed, by_type, dropped, self.store.apply(events, wall) if events else (), wall)
-        return len(parsed)
+        return scheduler_lines
 
     def finish(self) -> int:
         """Decide SGLang Omni's held start-up lines at the end of a recorded log (:mod:`.attribution`).
@@ -128,7 +127,7 @@ class Ingest:
             if ignored or malformed or by_type:
                 stats.last_line_wall = wall
 
-    def startup_facts(self, head: bytes) -> int:
+    def startup_facts(self, chunks: Iterable[bytes]) -> int:
         """Apply the start-up facts found in log text that the tailer skips.
 
         When the exporter starts at the end of an existing log (the default, so nothing is counted
@@ -138,19 +137,74 @@ class Ingest:
         (:mod:`.attribution`).
         This applies those kinds only: no counter moves and the lines are not counted as read.
 
+        The bytes are searched chunk by chunk for the markers (:data:`_STARTUP_TEXT`), and only the lines holding one
+        are decoded, so memory stays at about one chunk plus one line whatever the head's size and
+        content (a multi-byte character would make a decoded 64 MiB head take up to 256 MiB). A
+        line longer than :data:`STARTUP_LINE_MAX` bytes is no start-up line and is passed over.
+
         Args:
-            head: Raw bytes of the skipped part of the file (the tailer passes its head).
+            chunks: Consecutive raw bytes of the skipped part of the file (the tailer passes its head
+                in chunks: :func:`~.file.head_chunks`).
 
         Returns:
             The number of start-up events applied.
         """
         events = []
-        for line in head.decode("utf-8", "replace").splitlines():
-            if any(text in line for text in _STARTUP_TEXT):
-                ev = parse_line(line)
-                if type(ev) in STARTUP_EVENTS:
-                    events.append(ev)
+        carry = b""
+        skipping = False  # inside a line longer than STARTUP_LINE_MAX: up to its newline
+        for chunk in chunks:
+            data = carry + chunk if carry else chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                carry = b"" if skipping or len(data) > STARTUP_LINE_MAX else data
+                skipping = skipping or len(data) > STARTUP_LINE_MAX
+                continue
+            body = data[:cut]
+            if skipping:
+                body = body[body.find(b"\n") + 1:] if b"\n" in body else b""
+                skipping = False
+            _startup_lines(body, events)
+            carry = data[cut + 1:]
+            if len(carry) > STARTUP_LINE_MAX:
+                carry, skipping = b"", True
+        if carry and not skipping:
+            _startup_lines(carry, events)
         if events:
             events, _ = self.attribution.attribute(events)
             self.store.apply(events, self._clock())
         return len(events)
+
+
+#: Longest line searched for start-up facts (a ``server_args`` line is a few KiB).
+STARTUP_LINE_MAX = 1 << 20
+#: Text that every line of those kinds holds (a cheap filter before parsing the skipped head).
+_STARTUP_TEXT = ("max_total_num_tokens=", "server_args=", "KV Cache is allocated", "Capture ", "sglang_ar_startup",
+                 "Building scheduler for ", "Acquired GPU startup lock", "SGLang runtime configuration",
+                 " ready with stages=", "MultiProcessPipelineRunner started")
+#: The same text as bytes, searched in the raw head (ASCII: the same in any decoding).
+_STARTUP_MARKERS = tuple(t.encode() for t in _STARTUP_TEXT)
+
+
+def _startup_lines(body: bytes, events: list) -> None:
+    """Append the start-up events (:data:`STARTUP_EVENTS`) of the complete lines in ``body`` (lines
+    joined by ``\\n``, without the last terminator), decoding only the lines that hold a marker."""
+    starts: set[int] = set()
+    for marker in _STARTUP_MARKERS:
+        i = body.find(marker)
+        while i >= 0:
+            start = body.rfind(b"\n", 0, i) + 1
+            end = body.find(b"\n", i)
+            end = len(body) if end < 0 else end
+            starts.add(start)
+            i = body.find(marker, end)
+    for start in sorted(starts):
+        end = body.find(b"\n", start)
+        end = len(body) if end < 0 else end
+        if end - start > STARTUP_LINE_MAX:
+            continue
+        line = body[start:end].decode("utf-8", "replace")
+        for piece in line.splitlines():  # \r and the other breaks str.splitlines knows, as before
+            if any(marker in piece for marker in _STARTUP_TEXT):
+                ev = parse_line(piece)
+                if type(ev) in STARTUP_EVENTS:
+                    events.append(ev)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from ...limits import DEFAULT_LOG_POLL_INTERVAL, DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
+from ...limits import DEFAULT_LOG_POLL_INTERVAL, DEFAULT_MAX_FILES_PER_GLOB, DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
+from ...paths import display_path
 from ...scheduler.store import SchedulerStore
 from .collector import LogCollector
-from .follower import Follower
+from .follower import CATCH_UP_TIMEOUT, STALL_SECONDS, Follower
 from .glob import make_sources
 from .ingest import Ingest
 from .stats import LogStats
@@ -25,8 +26,10 @@ class LogSource:
         rotate_wait: Seconds a rotated or deleted file is still read (``--log.rotate-wait``).
         poll_interval: Seconds between checks of the paths without a file event (``--log.poll-interval``).
         watch_mode: ``inotify`` or ``poll`` (``--log.watch-mode``).
+        max_files_per_glob: Most files one glob follows (``--log.max-files-per-glob``).
         clock: Wall-clock source for the ingest step (tests inject one).
         observer_factory: Builds watchdog's observer (tests inject a failing one).
+        stall_after: Seconds the reader may go without progress before :meth:`health` fails.
 
     Attributes:
         stats: The source's own statistics (:class:`LogStats`), read by :meth:`collector`.
@@ -38,13 +41,16 @@ class LogSource:
     def __init__(self, paths: Sequence[str], store: SchedulerStore, *, from_beginning: bool = False,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = DEFAULT_ROTATE_WAIT,
                  poll_interval: float = DEFAULT_LOG_POLL_INTERVAL, watch_mode: str = "inotify",
-                 clock: Callable[[], float] = time.time, observer_factory: Callable[[], object] | None = None):
+                 max_files_per_glob: int = DEFAULT_MAX_FILES_PER_GLOB, clock: Callable[[], float] = time.time,
+                 observer_factory: Callable[[], object] | None = None, stall_after: float = STALL_SECONDS):
         self.stats = LogStats()
         self.ingest = Ingest(store, self.stats, clock)
         self.tailers = make_sources(paths, self.ingest, self.stats, from_beginning=from_beginning,
-                                    max_line_bytes=max_line_bytes, rotate_wait=rotate_wait)
+                                    max_line_bytes=max_line_bytes, rotate_wait=rotate_wait,
+                                    max_files_per_glob=max_files_per_glob)
         kw = {} if observer_factory is None else {"observer_factory": observer_factory}
-        self.follower = Follower(self.tailers, poll_interval, watch_mode, stats=self.stats, **kw)
+        self.follower = Follower(self.tailers, poll_interval, watch_mode, stats=self.stats,
+                                 stall_after=stall_after, **kw)
 
     def read_all(self) -> int:
         """Read every file to its end once, partial last lines included, and close them (one-shot).
@@ -78,6 +84,21 @@ class LogSource:
     def is_alive(self) -> bool:
         """True while the follower thread runs."""
         return self.follower.is_alive()
+
+    def health(self) -> tuple[bool, str]:
+        """``(healthy, reason)``: the reader waits or makes progress (:meth:`Follower.health`)."""
+        return self.follower.health()
+
+    def catch_up(self, timeout: float = CATCH_UP_TIMEOUT) -> bool:
+        """Read what was appended to the open files before a scrape (:meth:`Follower.catch_up`)."""
+        return self.follower.catch_up(timeout)
+
+    def files_without_scheduler_lines(self) -> list[tuple[str, int, int]]:
+        """``(path, lines read, bytes read)`` of each file read that held no SGLang scheduler line, by
+        path (after :meth:`read_all`: one-shot mode warns about them)."""
+        snap = self.stats.snapshot()
+        return [(display_path(path), fs.lines, fs.bytes_read) for path, fs in snap.files.items()
+                if not fs.scheduler_lines]
 
     def collector(self) -> LogCollector:
         """The collector of this source's ``sglang_exporter_log_*`` families."""

@@ -4,6 +4,7 @@ collector (:mod:`.collector`) through :meth:`LogStats.snapshot`."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, replace
 
@@ -24,6 +25,11 @@ class FileStats:
         rotations: Times the path was found naming another file (rename + create, symlink swap).
         truncations: Times the file was found shorter than the read offset (copytruncate).
         behind_bytes: Bytes between the read offsets and the ends of the open files at the latest check.
+        missed_rotations: Rotated files of this path that were never read: written under its name and
+            rotated away between two checks (``docs/tailing.md#rotation``).
+        lines: Complete lines handed to the ingest step from this path.
+        scheduler_lines: Those of them that parsed as SGLang scheduler lines (what one-shot mode
+            checks before it trusts its output).
     """
 
     path: str
@@ -34,6 +40,9 @@ class FileStats:
     rotations: int = 0
     truncations: int = 0
     behind_bytes: int = 0
+    missed_rotations: int = 0
+    lines: int = 0
+    scheduler_lines: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +52,7 @@ class LogSnapshot:
     Attributes:
         files: Configured path -> :class:`FileStats` copy, sorted by path.
         patterns: Glob pattern -> files it matched at the latest check, sorted by pattern.
+        skipped: Glob pattern -> matching files not followed because of ``--log.max-files-per-glob``.
         watch_mode: How the follower notices changes (``inotify``/``poll``), ``None`` without one.
         lines: ``(kind, result)`` -> lines, result in ``parsed``/``ignored``/``malformed``/``unattributed``.
         rejected: reason -> scheduler lines parsed but refused by the scheduler state (also counted
@@ -52,6 +62,7 @@ class LogSnapshot:
 
     files: dict[str, FileStats]
     patterns: dict[str, int]
+    skipped: dict[str, int]
     watch_mode: str | None
     lines: dict[tuple[str, str], int]
     rejected: dict[str, int]
@@ -68,8 +79,12 @@ class LogStats:
         rejected: Refused scheduler lines per reason; every reason starts at 0.
         files: :class:`FileStats` per followed path.
         patterns: Files each followed glob matched at the latest check.
+        skipped: Matching files each glob leaves unfollowed because of its file cap.
         watch_mode: ``"inotify"`` or ``"poll"`` while a follower runs, else ``None``.
         last_line_wall: Wall-clock time of the latest line counted, or ``None``.
+        progress_at: Monotonic time (s) the reader last made progress: read a chunk, finished a file,
+            or went to wait with nothing left to do. Written by the reader thread alone (a float
+            assignment); ``/healthz`` reads it (:meth:`~.follower.Follower.health`).
     """
 
     def __init__(self):
@@ -85,8 +100,10 @@ class LogStats:
         self.rejected: Counter[str] = Counter(dict.fromkeys(REJECT_REASONS, 0))
         self.files: dict[str, FileStats] = {}
         self.patterns: dict[str, int] = {}
+        self.skipped: dict[str, int] = {}
         self.watch_mode: str | None = None
         self.last_line_wall: float | None = None
+        self.progress_at = time.monotonic()
 
     def register_file(self, path: str) -> FileStats:
         """Create (or return) the :class:`FileStats` of a followed path."""
@@ -101,10 +118,12 @@ class LogStats:
         with self.lock:
             self.files.pop(path, None)
 
-    def set_matches(self, pattern: str, n: int) -> None:
-        """Record how many files a glob matched at its latest check."""
+    def set_matches(self, pattern: str, n: int, skipped: int = 0) -> None:
+        """Record how many files a glob matched at its latest check, and how many of them it leaves
+        unfollowed because of its cap."""
         with self.lock:
             self.patterns[pattern] = n
+            self.skipped[pattern] = skipped
 
     def set_watch_mode(self, mode: str | None) -> None:
         """Record how the follower notices changes."""
@@ -117,6 +136,7 @@ class LogStats:
             return LogSnapshot(
                 files={path: replace(fs) for path, fs in sorted(self.files.items())},
                 patterns=dict(sorted(self.patterns.items())),
+                skipped=dict(sorted(self.skipped.items())),
                 watch_mode=self.watch_mode,
                 lines=dict(sorted(self.lines.items())),
                 rejected=dict(self.rejected),

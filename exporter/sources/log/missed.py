@@ -1,0 +1,65 @@
+"""Rotated files that were never read: the loss a tailer cannot prevent but can see.
+
+A tailer notices a rotation when it finds the path naming another file. If the writer rotated
+twice between two checks (rotations faster than ``--log.poll-interval`` in ``poll`` mode, or two
+within a millisecond), the file in between was written under the path's name and renamed away
+before the tailer ever opened it: its lines are lost, as in ``tail -F``. What is left of it is a
+sibling in the same directory, named after the log (``sglang.log.1``, ``sglang.log-20260101``,
+``sglang.log.2026-01-01_00-00``), written after the tailer's previous check, that no reader of
+this exporter ever opened. :func:`unseen_rotated_files` finds those, when a rotation is noticed.
+
+Not counted: empty files (nothing was lost), compressed archives (``logrotate``'s ``compress``
+writes them at rotation time from files that were read), files a glob of this exporter follows
+(``covered``), and files already counted.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Container
+
+#: Name endings of compressed archives, which rotation tools write from files already rotated.
+COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".z", ".Z", ".zip", ".br")
+#: Characters that separate a log's name from its rotation suffix.
+SEPARATORS = ".-_"
+
+
+def unseen_rotated_files(path: str, since_ns: int, known: Container[tuple[int, int]],
+                         covered: Callable[[str], bool] = lambda p: False) -> list[tuple[str, tuple[int, int]]]:
+    """Rotated siblings of ``path`` modified after ``since_ns`` that no reader has seen.
+
+    Args:
+        path: The followed path (its target when it is a symlink decides the directory and name).
+        since_ns: Wall-clock time (ns since the epoch) of the tailer's previous check that found
+            the old file at the path; a sibling last written before it was not written under the
+            path's name since then.
+        known: Identities ``(st_dev, st_ino)`` read, being read or already counted.
+        covered: True for a path that another part of the exporter follows (a glob).
+
+    Returns:
+        ``(path, identity)`` of each such file, by name. An unreadable directory gives ``[]``.
+    """
+    real = os.path.realpath(path)
+    directory, base = os.path.split(real)
+    found = []
+    try:
+        entries = list(os.scandir(directory or "."))
+    except OSError:
+        return []
+    for entry in entries:
+        name = entry.name
+        if len(name) <= len(base) or not name.startswith(base) or name[len(base)] not in SEPARATORS:
+            continue
+        if name.endswith(COMPRESSED):
+            continue
+        try:
+            st = entry.stat()
+        except OSError:
+            continue
+        ident = (st.st_dev, st.st_ino)
+        if (not stat.S_ISREG(st.st_mode) or st.st_size == 0 or st.st_mtime_ns <= since_ns
+                or ident in known or covered(entry.path)):
+            continue
+        found.append((entry.path, ident))
+    return sorted(found)
