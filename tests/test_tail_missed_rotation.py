@@ -1,0 +1,84 @@
+"""Rotations faster than the exporter looks (poll mode with a long --log.poll-interval): a file written
+and rotated away between two checks was never read. Its lines cannot be counted, but the loss is
+seen, counted in sglang_exporter_log_missed_rotations_total and warned about; a glob over the
+rotated names reads such a file instead, and nothing is counted then.
+
+Here the follower runs in poll mode with a timer that never fires within a test, so it looks at the
+path only when the test wakes it (``settle``): the rotations between two looks are exact."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from tail_support import DEADLINE, Harness, append, decode_block
+
+
+def _past(mark_ns: int, probe) -> None:
+    """Wait until a file written now gets a modification time after ``mark_ns`` (file times come
+    from the kernel's coarse clock, a few ms behind)."""
+    end = time.monotonic() + DEADLINE
+    while True:
+        probe.write_bytes(b"")
+        if probe.stat().st_mtime_ns > mark_ns:
+            return
+        assert time.monotonic() < end, "the file system clock does not move"
+        time.sleep(0.001)
+
+
+def _rotate(log, keep: int = 5) -> None:
+    """RotatingFileHandler's rotation: sglang.log.N-1 -> .N, ..., sglang.log -> sglang.log.1."""
+    for i in range(keep - 1, 0, -1):
+        if os.path.exists(f"{log}.{i}"):
+            os.replace(f"{log}.{i}", f"{log}.{i + 1}")
+    os.replace(log, f"{log}.1")
+
+
+def _missed(h, path) -> float:
+    return h.metric("sglang_exporter_log_missed_rotations_total", path=str(path))
+
+
+def test_a_file_rotated_away_unseen_is_counted(tmp_path, caplog):
+    log = tmp_path / "sglang.log"
+    log.write_bytes(b"")
+    caplog.set_level(logging.WARNING, logger="exporter.sources.log")
+    with Harness(log, watch_mode="poll", poll_interval=30, rotate_wait=0.1) as h:
+        append(log, decode_block(5))
+        h.wait_decode(5, "from the first file")
+        _past(time.time_ns(), tmp_path / "probe")
+        _rotate(log)
+        append(log, decode_block(7, start=5))  # B: written and rotated away before the next look
+        _rotate(log)
+        append(log, decode_block(3, start=12))  # C: at the path at the next look
+        (tmp_path / "sglang.log.3.gz").write_bytes(b"\x1f\x8b compressed")  # logrotate's archive: not a loss
+        (tmp_path / "sglang.log.lock").write_bytes(b"")  # empty: nothing lost
+        h.follower.wake()  # the exporter looks now
+        h.wait_decode(5 + 3, "from the first and the last file; the middle one is lost")
+        assert h.stats(log).rotations == 1
+        assert _missed(h, log) == 1
+        _past(time.time_ns(), tmp_path / "probe")
+        _rotate(log)  # one rotation, seen: nothing missed
+        append(log, decode_block(4, start=15))
+        h.follower.wake()
+        h.wait_decode(12)
+        assert h.stats(log).rotations == 2
+        assert _missed(h, log) == 1, "a rotation the exporter saw counted as missed"
+    warnings = [r.getMessage() for r in caplog.records if "never read" in r.getMessage()]
+    assert len(warnings) == 1 and "sglang.log.1" in warnings[0] and "--log.poll-interval" in warnings[0]
+
+
+def test_a_glob_over_the_rotated_names_reads_what_the_path_missed(tmp_path):
+    log = tmp_path / "sglang.log"
+    log.write_bytes(b"")
+    with Harness(log, f"{log}.*", watch_mode="poll", poll_interval=30, rotate_wait=0.1) as h:
+        append(log, decode_block(5))
+        h.wait_decode(5)
+        _past(time.time_ns(), tmp_path / "probe")
+        _rotate(log)
+        append(log, decode_block(7, start=5))
+        _rotate(log)
+        append(log, decode_block(3, start=12))
+        h.follower.wake()
+        h.wait_decode(15, "every line: the glob reads the file the path missed")
+        assert _missed(h, log) == 0
