@@ -4,6 +4,7 @@ the glob's directory on every timer pass, so its cost does not grow with the fil
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 
@@ -76,13 +77,29 @@ def test_the_cap_is_a_setting_of_the_command(tmp_path, capsys):
     assert sum("--log.max-files-per-glob" in line for line in exp.stderr_lines) == 1
 
 
+def test_a_glob_lists_what_glob_glob_lists(tmp_path):
+    """The one-scandir listing gives the regular files glob.glob gives, spelled alike (hidden files,
+    symlinks to files, directories and dangling links as glob and os.path.isfile see them)."""
+    _files(tmp_path, 5)
+    (tmp_path / ".hidden.log").write_bytes(b"")
+    (tmp_path / "dir.log").mkdir()
+    os.symlink(tmp_path / "rank-000.log", tmp_path / "link.log")
+    os.symlink(tmp_path / "nowhere", tmp_path / "dangling.log")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "x.log").write_bytes(b"")
+    for pattern in ("*.log", ".*.log", "rank-00[0-2].log", "*/*.log", "*"):
+        for base in (str(tmp_path), os.path.relpath(tmp_path)):
+            p = os.path.join(base, pattern)
+            assert glob_module.regular_matches(p) == {m for m in glob.glob(p) if os.path.isfile(m)}, p
+
+
 def test_an_idle_glob_is_not_listed_on_every_pass(tmp_path, monkeypatch):
     """In inotify mode a glob's directory is listed again on a file event (and every
     GLOB_RELIST_INTERVAL seconds), not on every timer pass; in poll mode on every pass."""
     _files(tmp_path, 20)
     listings = []
-    real_glob = glob_module.glob.glob
-    monkeypatch.setattr(glob_module.glob, "glob", lambda p: (listings.append(p), real_glob(p))[1])
+    real = glob_module.regular_matches
+    monkeypatch.setattr(glob_module, "regular_matches", lambda p: (listings.append(p), real(p))[1])
     with Harness(str(tmp_path / "*.log"), poll_interval=0.02) as h:
         start, cycles = len(listings), h.follower.cycles
         h.wait(lambda: h.follower.cycles >= cycles + 20, "20 timer passes")

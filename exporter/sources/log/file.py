@@ -203,6 +203,7 @@ class Tailer:
         self._last_error: str | None = None
         self._seen_ns = 0  # wall clock (ns) of the latest check that found the open file at the path
         self._counted: OrderedDict[Ident, None] = OrderedDict()  # rotated files counted as missed
+        self._dir = os.path.dirname(os.path.abspath(path))
 
     # -- public -------------------------------------------------------------------------------
 
@@ -301,11 +302,12 @@ class Tailer:
         self._draining, self._cur = [], None
 
     def watch_dirs(self) -> set[str]:
-        """Directories whose events should wake this tailer: the path's own, its target's, and those
-        of the files still open (a rotated file drained in the old target's directory)."""
-        dirs = {os.path.dirname(os.path.abspath(self.path))}
-        real = os.path.realpath(self.path)
-        dirs.add(os.path.dirname(real))
+        """Directories whose events should wake this tailer: the path's own, those of the files
+        open (a symlink's target, a rotated file drained in the old target's directory) and, while
+        no file is open, the directory of where the path points (a dangling symlink's target)."""
+        dirs = {self._dir}
+        if self._cur is None:
+            dirs.add(os.path.dirname(os.path.realpath(self.path)))
         dirs.update(r.dir for r in [*self._draining, self._cur] if r is not None and r.dir)
         return dirs
 

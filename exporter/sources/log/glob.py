@@ -92,15 +92,16 @@ class GlobTailer:
         return fed
 
     def _relist(self) -> None:
-        matches = {m for m in glob.glob(self.path) if os.path.isfile(m)}
+        matches = regular_matches(self.path)
         if not self._started and not matches:
             log.warning("%s matches no file (yet); waiting for files", display_path(self.path))
-        new = [m for m in matches if m not in self.tailers and os.path.abspath(m) not in self.claimed]
+        new = list(matches.difference(self.tailers))
+        if self.claimed:
+            new = [m for m in new if os.path.abspath(m) not in self.claimed]
         room = max(0, self.max_files - len(self.tailers))
         skipped = max(0, len(new) - room)
-        if skipped:
-            new.sort(key=_mtime_ns, reverse=True)
-            new = new[:room]
+        if skipped:  # the newest first; without a free place nothing is looked at
+            new = sorted(new, key=_mtime_ns, reverse=True)[:room] if room else []
             if not self._skipped:
                 log.warning("%s matches more than %d files (--log.max-files-per-glob): following the %d most "
                             "recently modified, skipping %d", display_path(self.path), self.max_files,
@@ -131,6 +132,34 @@ class GlobTailer:
         for t in self.tailers.values():
             dirs |= t.watch_dirs()
         return dirs
+
+
+def regular_matches(pattern: str) -> set[str]:
+    """The regular files (symlinks followed) that ``glob.glob(pattern)`` gives, as it spells them.
+
+    A pattern whose magic is in its last part only (the usual ``/logs/*.log``) is matched over one
+    ``scandir`` of its directory, whose entries know their type without a ``stat`` each; others go
+    through :func:`glob.glob` and a ``stat`` per match.
+    """
+    directory, name = os.path.split(pattern)
+    if has_glob(directory):
+        return {m for m in glob.glob(pattern) if os.path.isfile(m)}
+    hidden_too = name.startswith(".")  # as glob: '*' does not match a leading dot
+    try:
+        with os.scandir(directory or ".") as it:
+            entries = [e for e in it if hidden_too or not e.name.startswith(".")]
+    except OSError:
+        return set()
+    names = set(fnmatch.filter([e.name for e in entries], name))
+    found = set()
+    for e in entries:
+        if e.name in names:
+            try:
+                if e.is_file():
+                    found.add(os.path.join(directory, e.name))
+            except OSError:
+                pass
+    return found
 
 
 def _base_dir(pattern: str) -> str:
