@@ -257,8 +257,9 @@ class _Writer(threading.Thread):
                 i += 1
 
 
-#: Live configurations: the default (file events through watchdog, 1 s timer) and the timer alone
-#: every 50 ms (the ``poll`` watch mode meant for NFS, here as a cheaper wake-up at 200 lines/s).
+#: Live configurations: the default (file events through watchdog, 1 s timer, appends read when a
+#: scrape asks) and the timer alone every 50 ms (the ``poll`` watch mode meant for NFS, here with a
+#: short interval: a pass every 50 ms).
 LIVE_CONFIGS = {
     "inotify": [],
     "poll50ms": ["--log.watch-mode", "poll", "--log.poll-interval", "0.05"],

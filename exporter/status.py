@@ -22,7 +22,7 @@ class ExitStatus(IntEnum):
         NO_SCHEDULER_LINES: The input was read, but no line in it is an SGLang scheduler line (an
             empty file, an access log, a binary, the wrong file): the output says nothing about a
             scheduler. A warning on stderr names each such file and the lines read. ``report`` prints
-            its (empty) report all the same; CI scripts see the status.
+            its (empty) report and ``--one-shot`` its metrics all the same; CI scripts see the status.
     """
 
     OK = 0
