@@ -30,7 +30,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from run import _cpu_model, _free_port, _proc_cpu_rss, _wait_healthy  # noqa: E402
+from run import _cpu_model, _free_port, _proc_cpu_rss, _stop, _wait_healthy  # noqa: E402
 
 
 def _files(directory: Path, n: int) -> None:
@@ -65,12 +65,7 @@ def measure(n: int, idle_seconds: float, extra: list[str], work: Path) -> dict:
                 "rss_mb": round(rss, 1), "open_fds": fds, "series": series, "idle_seconds": round(elapsed, 1),
                 "command": " ".join(cmd[1:]).replace(str(work), "<workdir>")}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
 def main() -> int:

@@ -345,12 +345,17 @@ def _live(py: str, log_lines: list[str], work: Path, rate: float, seconds: float
             "lines_seen_by_exporter": int(seen),
         }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 # -- report -----------------------------------------------------------------------------------------

@@ -386,13 +386,9 @@ class Tailer:
         """Count the rotated files written since the previous check that nobody read (:mod:`.missed`)."""
         if not self._seen_ns:
             return
-        reg, counted = self.registry, self._counted
-
-        class _Known:
-            def __contains__(self, ident) -> bool:
-                return ident in reg.open or ident in reg.finished or ident in counted
-
-        for name, ident in unseen_rotated_files(self.path, self._seen_ns, _Known(), self.covered):
+        counted = self._counted
+        known = {*self.registry.open, *self.registry.finished, *counted}  # read, being read, or counted
+        for name, ident in unseen_rotated_files(self.path, self._seen_ns, known, self.covered):
             if not self.stats.missed_rotations:
                 log.warning("%s was rotated more than once between two checks: %s was never read and its "
                             "lines are lost; check more often (--log.poll-interval, or --log.watch-mode "
