@@ -66,7 +66,7 @@ def test_startup_facts_include_the_kv_allocation_line():
     p = feed([])
     head = ("[2026-07-10 11:00:00 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 500000, "
             "K size: 7.63 GB, V size: 7.63 GB\n[2026-07-10 11:00:01 TP0] Prefill batch, #new-seq: 1, #new-token: 5\n")
-    assert p.startup_facts(head.encode()) == 1
+    assert p.startup_facts([head.encode()]) == 1
     snap = p.store.snapshot()
     assert snap.schedulers[0].capacity.max_total_num_tokens == 500000
     assert snap.schedulers[0].counter["prefill_batches"] == 0  # start-up facts move no counter

@@ -75,7 +75,7 @@ def _peak_rss_at_start(path) -> int:
     exp = Exporter("--log.path", str(path), "--gpu.enabled", "false")
     try:
         exp.wait_for(lambda m: value(m, "sglang_exporter_log_file_opens_total", path=str(path)) == 1
-                     and value(m, "sglang_scheduler_max_total_tokens", dp_rank="0") == 87552,
+                     and value(m, "sglang_scheduler_max_total_tokens", stage="", dp_rank="0") == 87552,
                      "the log opened at its end and its capacity line applied")
         with open(f"/proc/{exp.proc.pid}/status") as f:
             kib = next(int(row.split()[1]) for row in f if row.startswith("VmHWM:"))
