@@ -436,6 +436,17 @@ def test_damaged_gzip_input_exits_1_naming_the_file(tmp_path):
         assert str(path) in err, err  # was "error: : Not a gzipped file (b'no')"
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
+def test_full_stdout_exits_1_naming_standard_output():
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "exporter", "report", str(STORM)], stdout=full,
+                              stderr=subprocess.PIPE, timeout=60)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "error: standard output: No space left on device" in err  # was "error: ?: ..."
+
+
 def test_help_has_no_doubled_percent(capsys):
     assert cli.main(["report", "--help"]) == 0
     out = capsys.readouterr().out

@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(out)
             sys.stdout.flush()
     except OSError as exc:
-        name = display_path(os.fsdecode(exc.filename)) if exc.filename is not None else "?"
+        name = display_path(os.fsdecode(exc.filename)) if exc.filename is not None else "standard output"
         print(f"{PROG}: error: {name}: {exc.strerror or exc}", file=sys.stderr)
         return ExitStatus.RUNTIME
     if _warn_empty(runs):
