@@ -156,14 +156,15 @@ class Setting:
 def settings_of(model: type[BaseModel], env_prefix: str) -> list[Setting]:
     """The settings of ``model``: each field of each group model, then the top-level fields.
 
-    A field whose annotation is a pydantic model is a group, titled by the first line of the model's
-    docstring; the others are top-level settings.
+    A field whose annotation is a pydantic model is a group, titled by the first paragraph of the
+    model's docstring; the others are top-level settings.
     """
     groups, top = [], []
     for name, field in model.model_fields.items():
         sub = field.annotation
         if isinstance(sub, type) and issubclass(sub, BaseModel):
-            title = (sub.__doc__ or name).strip().splitlines()[0].replace("``", "").rstrip(".")
+            first_paragraph = inspect.cleandoc(sub.__doc__ or name).split("\n\n")[0]
+            title = " ".join(first_paragraph.split()).replace("``", "").rstrip(".")
             groups += [Setting(name, n, f, env_prefix, title) for n, f in sub.model_fields.items()]
         else:
             top.append(Setting(None, name, field, env_prefix, TOP_TITLE))

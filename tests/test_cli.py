@@ -73,6 +73,15 @@ def test_help_placeholders_read_as_values():
     assert "--gpu.enabled[=BOOL], --no-gpu.enabled" in text
 
 
+def test_help_group_headings_are_whole_sentences():
+    # A group docstring wrapped over two lines once gave the heading "... Not used in:".
+    headings = {line.split(":", 1)[0]: line for line in run("--help").stdout.splitlines()
+                if re.match(r"^--[a-z]+(\.\*|\.file): ", line)}
+    assert set(headings) == {"--log.*", "--web.*", "--sglang.*", "--gpu.*", "--fpm.*", "--omni.*", "--config.file"}
+    for group in ("--gpu.*", "--fpm.*", "--omni.*"):
+        assert headings[group].endswith("Not used in --one-shot mode:"), headings[group]
+
+
 def test_version_prints_the_version_and_exits_0():
     r = run("--version")
     assert (r.returncode, r.stdout, r.stderr) == (0, f"sglang-exporter {exporter.__version__}\n", "")
