@@ -31,7 +31,7 @@ from .settings import Settings, SettingsError, load_settings, parse_listen_addre
 from .sources.gpu import GpuCollector, make_poller
 from .sources.log.glob import has_glob
 from .sources.log.source import LogSource
-from .status import PROG, ExitStatus, error, usage_error
+from .status import PROG, ExitStatus, error, os_error, usage_error
 from .web import WebServer, make_app
 
 log = logging.getLogger("sglang_exporter")
@@ -118,8 +118,19 @@ def main(argv: list[str] | None = None) -> int:
     store = SchedulerStore(SchedulerStates(settings.sglang.decode_log_interval,
                                            chunked_prefill_size=settings.sglang.chunked_prefill_size))
     if settings.one_shot:
-        return _one_shot(settings, store)
+        try:
+            return _one_shot(settings, store)
+        except OSError as exc:  # stdout on a full disk or closed, a file gone unreadable mid-read
+            return os_error(exc)
     return _serve(settings, store)
+
+
+def _log_path_setting(settings: Settings) -> str:
+    """``log.path`` as an error names it: every place it can come from, the config file by name."""
+    where = "--log.path, SGLANG_EXPORTER_LOG__PATH"
+    if settings.config.file:
+        where += f", or path in [log] of {display_path(settings.config.file)}"
+    return f"setting log.path ({where})"
 
 
 def _one_shot(settings: Settings, store: SchedulerStore) -> int:
@@ -127,9 +138,9 @@ def _one_shot(settings: Settings, store: SchedulerStore) -> int:
     for path in paths:
         if has_glob(path):
             if not any(os.path.isfile(m) for m in glob.glob(path)):
-                return usage_error(f"setting log.path (--log.path): {path!r} matches no file")
+                return usage_error(f"{_log_path_setting(settings)}: {display_path(path)!r} matches no file")
         elif (problem := file_problem(path)) is not None:
-            return usage_error(f"setting log.path (--log.path): {display_path(path)!r} {problem}")
+            return usage_error(f"{_log_path_setting(settings)}: {display_path(path)!r} {problem}")
     log_source = LogSource(paths, store, from_beginning=True, max_line_bytes=settings.log.max_line_bytes,
                            max_files_per_glob=settings.log.max_files_per_glob)
     log_source.read_all()

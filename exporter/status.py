@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import IntEnum
+
+from .paths import display_path
 
 #: The command's name, as error messages and ``--help`` show it.
 PROG = "sglang-exporter"
@@ -40,3 +43,11 @@ def usage_error(message: str, prog: str = PROG) -> ExitStatus:
     """Print a usage error naming the setting or argument; returns :attr:`ExitStatus.USAGE`."""
     error(message, prog)
     return ExitStatus.USAGE
+
+
+def os_error(exc: OSError, prog: str = PROG) -> ExitStatus:
+    """Print a failed read or write as one line naming the file (``standard output`` when the error
+    has no file name: stdout closed or on a full disk); returns :attr:`ExitStatus.RUNTIME`."""
+    name = display_path(os.fsdecode(exc.filename)) if exc.filename is not None else "standard output"
+    error(f"{name}: {exc.strerror or exc}", prog)
+    return ExitStatus.RUNTIME

@@ -157,6 +157,19 @@ def test_boolean_flags_through_the_real_command(tmp_path):
 
 # --- item 5: environment variables and config-file keys ---------------------------------------
 
+def test_a_missing_log_path_names_where_it_came_from(tmp_path):
+    # From the config file, the error names the file: the user did not type --log.path.
+    config = tmp_path / "exporter.toml"
+    config.write_text('[log]\npath = "/nonexistent/sglang.log"\n')
+    r = run("--config.file", str(config), "--one-shot")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.strip() == ("sglang-exporter: error: setting log.path (--log.path, SGLANG_EXPORTER_LOG__PATH, "
+                                f"or path in [log] of {config}): '/nonexistent/sglang.log' does not exist")
+    r = run("--one-shot", "--log.path", str(tmp_path / "*.log"))
+    assert r.returncode == 2 and r.stderr.strip() == ("sglang-exporter: error: setting log.path (--log.path, "
+                                                      f"SGLANG_EXPORTER_LOG__PATH): '{tmp_path}/*.log' matches no file")
+
+
 def test_a_variable_that_looks_like_ours_gets_one_warning_naming_the_right_one():
     r = run("--one-shot", "--log.path", LOG, env={"SGLANG_EXPORTER_LOG_PATH": "/x.log"})
     assert r.returncode == 0
@@ -274,13 +287,14 @@ def _nvml_error(code_name: str):
     return loader
 
 
-@pytest.mark.parametrize("gpu_optional, code, level", [
-    (True, "NVML_ERROR_LIBRARY_NOT_FOUND", logging.INFO),     # the demo on a machine without a GPU
-    (True, "NVML_ERROR_DRIVER_NOT_LOADED", logging.INFO),
-    (True, "NVML_ERROR_NO_PERMISSION", logging.WARNING),      # a broken GPU is still a warning
-    (False, "NVML_ERROR_LIBRARY_NOT_FOUND", logging.WARNING),  # serving a real log: the GPU is expected
+@pytest.mark.parametrize("gpu_optional, code, level, hint", [
+    (True, "NVML_ERROR_LIBRARY_NOT_FOUND", logging.INFO, True),     # the demo on a machine without a GPU
+    (True, "NVML_ERROR_DRIVER_NOT_LOADED", logging.INFO, True),
+    (True, "NVML_ERROR_NO_PERMISSION", logging.WARNING, False),     # a broken GPU is still a warning
+    (False, "NVML_ERROR_LIBRARY_NOT_FOUND", logging.WARNING, True),  # serving a real log: the GPU is expected
+    (False, "NVML_ERROR_DRIVER_NOT_LOADED", logging.WARNING, True),
 ])
-def test_gpu_absence_is_info_only_where_no_gpu_is_expected(gpu_optional, code, level, caplog):
+def test_gpu_absence_is_info_only_where_no_gpu_is_expected(gpu_optional, code, level, hint, caplog):
     from exporter.sources.gpu.poller import GpuPoller
 
     poller = GpuPoller(_nvml_error(code), xid_events=False, gpu_optional=gpu_optional)
@@ -289,6 +303,8 @@ def test_gpu_absence_is_info_only_where_no_gpu_is_expected(gpu_optional, code, l
         poller.run_cycle()  # a repeated failure is said once, then at debug
     said = [r for r in caplog.records if r.levelno >= logging.INFO]
     assert [r.levelno for r in said] == [level], [(r.levelname, r.getMessage()) for r in said]
+    # No NVML at all: the one line names the setting that turns the collector off.
+    assert ("--gpu.enabled false" in said[0].getMessage()) == hint, said[0].getMessage()
 
 
 # --- docs ----------------------------------------------------------------------------------------

@@ -437,14 +437,37 @@ def test_damaged_gzip_input_exits_1_naming_the_file(tmp_path):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
-def test_full_stdout_exits_1_naming_standard_output():
+@pytest.mark.parametrize("args, prog", [(["report", str(STORM)], "sglang-exporter report"),
+                                        (["--one-shot", "--log.path", str(STORM)], "sglang-exporter")])
+def test_full_stdout_exits_1_naming_standard_output(args, prog):
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-m", "exporter", "report", str(STORM)], stdout=full,
+        proc = subprocess.run([sys.executable, "-m", "exporter", *args], stdout=full,
                               stderr=subprocess.PIPE, timeout=60)
     err = proc.stderr.decode()
     assert proc.returncode == 1, err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
-    assert "error: standard output: No space left on device" in err  # was "error: ?: ..."
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1  # one-shot: was a traceback
+    assert err.startswith(f"{prog}: error: standard output: No space left on device")  # report: was "?: ..."
+
+
+def test_a_quoted_glob_is_its_files_in_name_order(tmp_path):
+    # As --log.path takes a glob, so does report: 'dir/*.log' is the files it matches, sorted by name.
+    for name in ("b.log", "a.log"):
+        (tmp_path / name).write_bytes(STORM.read_bytes())
+    (tmp_path / "c.txt").write_text("not matched")
+
+    def report(*paths):
+        proc = subprocess.run([sys.executable, "-m", "exporter", "report", "--format", "json", *paths],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    by_glob, by_name = report(str(tmp_path / "*.log")), report(str(tmp_path / "a.log"), str(tmp_path / "b.log"))
+    assert [f["path"] for f in by_glob["inputs"]] == [str(tmp_path / "a.log"), str(tmp_path / "b.log")]
+    assert by_glob == by_name
+    proc = subprocess.run([sys.executable, "-m", "exporter", "report", str(tmp_path / "*.gz")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"sglang-exporter report: error: argument LOG: {str(tmp_path / '*.gz')!r} matches no file"
 
 
 def test_help_has_no_doubled_percent(capsys):

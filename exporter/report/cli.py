@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import glob
 import os
 import sys
 
@@ -16,7 +17,7 @@ from ..limits import (
     DEFAULT_DECODE_LOG_INTERVAL,
 )
 from ..paths import display_path, file_problem
-from ..status import ExitStatus, usage_error
+from ..status import ExitStatus, os_error, usage_error
 from . import html as html_page
 from . import plots
 from .analyse import analyse
@@ -53,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
         "and the 5% rule, throughput truth (recompute), KV capacity in requests, queue and latency "
         "percentiles, scenario. A figure the log cannot give is n/a with its reason. Several LOG files are "
         "one run (rotated segments in order, or the nodes of one group). " + EXIT_CODES))
-    p.add_argument("logs", nargs="+", metavar="LOG", help="recorded SGLang log file(s); .gz allowed")
+    p.add_argument("logs", nargs="+", metavar="LOG", help="recorded SGLang log file(s) or a quoted glob "
+                   "('logs/*.log': its files in name order, as the shell's); .gz allowed")
     p.add_argument("--format", choices=("text", "json", "html"), default="text", help="output format (default text)")
     p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout (required for html)")
     p.add_argument("--plots", metavar="DIR", help="also write the plots as PNG files into DIR (needs matplotlib)")
@@ -90,11 +92,18 @@ def _usage(message: str) -> int:
 
 def _check(args) -> str | None:
     """The first problem with the arguments as a one-line message, or ``None``."""
-    for name, paths in (("LOG", args.logs), ("--baseline", args.baseline or [])):
-        for path in paths:
-            problem = file_problem(path)
-            if problem:
-                return f"argument {name}: {display_path(path)!r} {problem}"
+    for name, attr in (("LOG", "logs"), ("--baseline", "baseline")):
+        files = []
+        for path in getattr(args, attr) or []:
+            matches = sorted(glob.glob(path)) if glob.has_magic(path) and not os.path.lexists(path) else [path]
+            if not matches:
+                return f"argument {name}: {display_path(path)!r} matches no file"
+            for match in matches:
+                problem = file_problem(match)
+                if problem:
+                    return f"argument {name}: {display_path(match)!r} {problem}"
+            files += matches
+        setattr(args, attr, files or getattr(args, attr))
     # Comparisons with NaN are all false, so every check below is written to fail on NaN.
     if not WINDOW_RANGE[0] <= args.window <= WINDOW_RANGE[1]:
         return (f"argument --window: {args.window:g} is not a number of seconds from "
@@ -130,7 +139,8 @@ def _check(args) -> str | None:
         except (OSError, ValueError, RecursionError) as exc:
             return f"argument --model-config: {display_path(args.model_config)!r}: {exc}"
     if args.plots and not plots.have_matplotlib():
-        return "argument --plots: needs matplotlib (pip install 'sglang-exporter[report]')"
+        return ("argument --plots: needs matplotlib (in a clone: .venv/bin/pip install -e '.[report]'; "
+                "else pip install 'sglang-exporter[report]')")
     return None
 
 
@@ -188,9 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(out)
             sys.stdout.flush()
     except OSError as exc:
-        name = display_path(os.fsdecode(exc.filename)) if exc.filename is not None else "standard output"
-        print(f"{PROG}: error: {name}: {exc.strerror or exc}", file=sys.stderr)
-        return ExitStatus.RUNTIME
+        return os_error(exc, PROG)
     if _warn_empty(runs):
         return ExitStatus.NO_SCHEDULER_LINES
     return ExitStatus.OK

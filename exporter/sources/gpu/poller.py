@@ -294,6 +294,9 @@ class GpuPoller:
             elif self.gpu_optional and kind in ABSENT_KINDS:
                 log.info("GPU collector idle: no NVML on this machine (%s); sglang_gpu_up is 0 and no "
                          "GPU readings are served (--gpu.enabled false turns the collector off)", kind)
+            elif kind in ABSENT_KINDS:
+                log.warning("NVML init failed (%s); retrying with backoff (no GPU here? --gpu.enabled false "
+                            "turns the GPU collector off)", kind)
             else:
                 log.warning("NVML init failed (%s); retrying with backoff", kind)
             return
