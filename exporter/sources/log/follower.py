@@ -6,11 +6,12 @@
   such wake-up ``stat``s every followed path; a glob is listed again on a file event, in ``poll``
   mode, and at least every :data:`GLOB_RELIST_INTERVAL` seconds, so an idle exporter's cost does not
   grow with the files in a glob's directory.
-* **Appends are read when asked for.** A scrape first asks the reader to read what was appended to
-  the open files and waits for it (:meth:`Follower.catch_up`, at most :data:`CATCH_UP_TIMEOUT`), so
-  ``/metrics`` shows every line written before the scrape. Between scrapes the open files are read
-  every :data:`APPEND_CHECK_INTERVAL` seconds (one ``fstat`` each), which bounds how much is read
-  at once. A wake-up costs about as much as the lines it reads (bench/): an inotify event per write,
+* **A scrape reads first.** A scrape first asks the reader for a full pass and waits for it
+  (:meth:`Follower.catch_up`, at most :data:`CATCH_UP_TIMEOUT`): each path is checked (a file
+  rotated, re-created or deleted since the last pass is noticed, as no file event may have been
+  delivered yet, and none comes in ``poll`` mode) and what was appended is read, so ``/metrics``
+  shows every line written before the scrape. Between scrapes the open files are read every
+  :data:`APPEND_CHECK_INTERVAL` seconds (one ``fstat`` each), which bounds how much is read at once. A wake-up costs about as much as the lines it reads (bench/): an inotify event per write,
   even debounced, or a fixed 75 ms timer, meant ten times as many wake-ups at 200 lines/s.
 * **Health is progress.** The reader is healthy while it waits, or while its current pass keeps
   reading; a pass stuck for :data:`STALL_SECONDS` (a hung network file system) fails ``/healthz``.
@@ -142,10 +143,11 @@ class Follower:
         self._signal.set()
 
     def catch_up(self, timeout: float = CATCH_UP_TIMEOUT) -> bool:
-        """Have the thread read what was appended to the open files, and wait until it has.
+        """Have the thread make a full pass (check each path, read what was appended), and wait
+        until it has.
 
         Called before a scrape is rendered, so that ``/metrics`` shows every line written before
-        the scrape. Requests that arrive together are answered by one pass. Does not wait when the
+        the scrape, a file that replaced a rotated or deleted one included. Requests that arrive together are answered by one pass. Does not wait when the
         thread is not running (one-shot mode) or is in a pass that began more than ``timeout``
         seconds ago (a large backlog, a stuck read): the scrape is answered with what was read.
 
@@ -189,10 +191,11 @@ class Follower:
             self._signal.clear()
             with self._cond:
                 asked = self._asked
+                scraped = asked != self._answered  # a scrape waits: check the paths too (a new file)
             events = self._events
             evented = events != seen_events
             seen_events = events
-            full = evented or now >= next_full
+            full = evented or scraped or now >= next_full
             relist = evented or now >= next_relist or self.mode == "poll"
             for t in self.tailers:
                 self._current = t.path

@@ -90,7 +90,7 @@ class LogSource:
         return self.follower.health()
 
     def catch_up(self, timeout: float = CATCH_UP_TIMEOUT) -> bool:
-        """Read what was appended to the open files before a scrape (:meth:`Follower.catch_up`)."""
+        """Check the paths and read what was appended before a scrape (:meth:`Follower.catch_up`)."""
         return self.follower.catch_up(timeout)
 
     def files_without_scheduler_lines(self) -> list[tuple[str, int, int]]:
