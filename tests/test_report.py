@@ -470,6 +470,30 @@ def test_a_quoted_glob_is_its_files_in_name_order(tmp_path):
     assert proc.stderr.strip() == f"sglang-exporter report: error: argument LOG: {str(tmp_path / '*.gz')!r} matches no file"
 
 
+def test_a_quoted_glob_is_its_regular_files_only(tmp_path):
+    """A glob that also matches a directory, a FIFO and a socket is its regular files, as --log.path's
+    glob is (it failed with "'b.log' is a directory"); one that matches no regular file matches no file."""
+    import socket
+
+    (tmp_path / "a.log").write_bytes(STORM.read_bytes())
+    (tmp_path / "b.log").mkdir()
+    os.mkfifo(tmp_path / "c.log")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "d.log"))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "exporter", "report", "--format", "json", str(tmp_path / "*.log")],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert [f["path"] for f in json.loads(proc.stdout)["inputs"]] == [str(tmp_path / "a.log")]
+        proc = subprocess.run([sys.executable, "-m", "exporter", "report", str(tmp_path / "[bcd].log")],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2
+        assert proc.stderr.strip() == (f"sglang-exporter report: error: argument LOG: "
+                                       f"{str(tmp_path / '[bcd].log')!r} matches no file")
+    finally:
+        sock.close()
+
+
 def test_help_has_no_doubled_percent(capsys):
     assert cli.main(["report", "--help"]) == 0
     out = capsys.readouterr().out

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import glob
 import os
 import sys
 
@@ -17,6 +16,7 @@ from ..limits import (
     DEFAULT_DECODE_LOG_INTERVAL,
 )
 from ..paths import display_path, file_problem
+from ..sources.log.glob import has_glob, regular_matches
 from ..status import ExitStatus, os_error, usage_error
 from . import html as html_page
 from . import plots
@@ -95,7 +95,9 @@ def _check(args) -> str | None:
     for name, attr in (("LOG", "logs"), ("--baseline", "baseline")):
         files = []
         for path in getattr(args, attr) or []:
-            matches = sorted(glob.glob(path)) if glob.has_magic(path) and not os.path.lexists(path) else [path]
+            # a glob is the regular files it matches, as --log.path's (a directory, FIFO or socket
+            # among them is no log file); a plain path that is none is an error below
+            matches = sorted(regular_matches(path)) if has_glob(path) and not os.path.lexists(path) else [path]
             if not matches:
                 return f"argument {name}: {display_path(path)!r} matches no file"
             for match in matches:
