@@ -108,6 +108,49 @@ def test_health_follows_the_readers_progress(tmp_path):
         h.wait(lambda: h.lines() == 6 and h.log.health()[0], "the reader to move again")
 
 
+def test_searching_a_big_head_at_start_up_is_progress(tmp_path):
+    """The start-up search of a log's head (up to 64 MiB a file, chunk after chunk) is reading: on a
+    slow disk (here 50 ms per chunk, 16 chunks) /healthz stays 200 throughout the first pass (it
+    failed once the pass was older than stall_after, so a liveness probe restarted the exporter into
+    the same search)."""
+    log = tmp_path / "sglang.log"
+    with open(log, "wb") as f:
+        f.write(decode_block(1) * ((4 << 20) // len(decode_block(1)) + 1))
+    h = Harness(log, stall_after=0.3)
+    search = h.log.ingest.startup_facts
+    scanned = []
+
+    def slow_disk(chunks):
+        def slowly():
+            for c in chunks:
+                time.sleep(0.05)
+                scanned.append(len(c))
+                yield c
+        return search(slowly())
+
+    h.log.ingest.startup_facts = slow_disk
+    unhealthy = []
+    done = threading.Event()
+
+    def probe():
+        while not done.is_set():
+            if h.follower.is_alive() and h.follower.cycles < 1:
+                ok, reason = h.log.health()
+                if not ok:
+                    unhealthy.append(reason)
+            time.sleep(0.01)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        with h:
+            done.set()
+    finally:
+        done.set()
+        prober.join()
+    assert sum(scanned) >= 4 << 20 and unhealthy == []
+
+
 def test_a_scrape_does_not_wait_for_a_stuck_reader(tmp_path):
     log = tmp_path / "sglang.log"
     log.write_bytes(b"")

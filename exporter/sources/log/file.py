@@ -142,9 +142,13 @@ def not_regular(mode: int, path: str) -> str:
     return f"is {kind}, not a regular file"
 
 
-def head_chunks(fd: int, size: int, limit: int = STARTUP_SCAN_BYTES, chunk: int = SCAN_CHUNK) -> Iterator[bytes]:
+def head_chunks(fd: int, size: int, limit: int = STARTUP_SCAN_BYTES, chunk: int = SCAN_CHUNK,
+                stats: LogStats | None = None) -> Iterator[bytes]:
     """The first ``min(size, limit)`` bytes of an open file, ``chunk`` bytes at a time (``pread``:
-    the descriptor's offset does not move). Stops early at an error or end of file."""
+    the descriptor's offset does not move). Stops early at an error or end of file. Each chunk read
+    is recorded as progress in ``stats.progress_at`` when given: the search of 64 MiB heads on a
+    slow disk is reading, and must not fail ``/healthz`` (a liveness probe would restart the
+    exporter into the same search)."""
     end = min(size, limit)
     pos = 0
     while pos < end:
@@ -155,6 +159,8 @@ def head_chunks(fd: int, size: int, limit: int = STARTUP_SCAN_BYTES, chunk: int 
         if not data:
             return
         pos += len(data)
+        if stats is not None:
+            stats.progress_at = time.monotonic()
         yield data
 
 
@@ -364,7 +370,7 @@ class Tailer:
             except OSError:
                 skipping = False
             # The server's capacity and server_args lines precede the end: keep what they say.
-            self.sink.startup_facts(head_chunks(f.fileno(), fst.st_size))
+            self.sink.startup_facts(head_chunks(f.fileno(), fst.st_size, stats=self.log_stats))
             log.info("starting at the end of %s: the %s bytes already in it are skipped "
                      "(--log.from-beginning reads them)", display_path(self.path), f"{fst.st_size:,}")
         else:
