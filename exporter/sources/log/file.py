@@ -109,11 +109,12 @@ class Registry:
 class _Reader:
     """One open file descriptor with its read position and its line splitter (held partial line)."""
 
-    __slots__ = ("f", "ident", "offset", "lines", "deadline", "size", "dir")
+    __slots__ = ("f", "ident", "offset", "lines", "deadline", "size", "dir", "name")
 
-    def __init__(self, f, ident: Ident, offset: int, lines: LineSplitter, dir: str = ""):
+    def __init__(self, f, ident: Ident, offset: int, lines: LineSplitter, dir: str = "", name: str = ""):
         self.f = f
         self.dir = dir  # directory of the file when opened: watched while it is read (drained)
+        self.name = name  # its name there (a symlink's target): its file events concern this tailer
         self.ident = ident
         self.offset = offset
         self.lines = lines
@@ -317,6 +318,18 @@ class Tailer:
         dirs.update(r.dir for r in [*self._draining, self._cur] if r is not None and r.dir)
         return dirs
 
+    def watch_names(self) -> set[str]:
+        """Names (in the :meth:`watch_dirs`) whose create, delete or move concerns this tailer: the
+        path's own and that of the file it names (a symlink's target), which is all a rotation,
+        deletion or re-creation touches. Other names' events (temporary files of other programs in
+        the same directory) need not wake the reader."""
+        names = {os.path.basename(self.path)}
+        if self._cur is None:
+            names.add(os.path.basename(os.path.realpath(self.path)))
+        else:
+            names.add(self._cur.name)
+        return names
+
     @property
     def idle(self) -> bool:
         """True when nothing is open (the path is absent and every old file has been drained)."""
@@ -377,8 +390,8 @@ class Tailer:
             log.info("following %s from offset %d", display_path(self.path), offset)
         if offset:
             f.seek(offset)
-        r = _Reader(f, ident, offset, LineSplitter(self.max_line_bytes, skipping),
-                    os.path.dirname(os.path.realpath(self.path)))
+        real = os.path.realpath(self.path)
+        r = _Reader(f, ident, offset, LineSplitter(self.max_line_bytes, skipping), *os.path.split(real))
         r.size = fst.st_size
         reg.open[ident] = self
         self._cur = r

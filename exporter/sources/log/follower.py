@@ -1,7 +1,9 @@
 """The follower: one thread that drives every tailer, woken by file events, by timers and by scrapes.
 
-* **Wake-ups.** Structural file events from watchdog (inotify: create, delete, move) only *wake*
-  the reader; a poll timer wakes it as well, so a dropped event, an inotify limit or a file system
+* **Wake-ups.** Structural file events from watchdog (inotify: create, delete, move) of the names
+  the tailers follow (:meth:`Tailer.watch_names`; every name for a glob with magic in a directory
+  part) only *wake* the reader, so another program's temporary files in the log's directory cost
+  nothing; a poll timer wakes it as well, so a dropped event, an inotify limit or a file system
   without events (NFS, CIFS, overlay) delays noticing a rotation by at most one poll interval. Each
   such wake-up ``stat``s every followed path; a glob is listed again on a file event, in ``poll``
   mode, and at least every :data:`GLOB_RELIST_INTERVAL` seconds, so an idle exporter's cost does not
@@ -20,6 +22,7 @@
 from __future__ import annotations
 
 import errno
+import fnmatch
 import logging
 import os
 import threading
@@ -29,7 +32,7 @@ from collections.abc import Callable, Sequence
 from ...limits import DEFAULT_LOG_POLL_INTERVAL
 from ...paths import display_path
 from .file import Ident, Tailer
-from .glob import GlobTailer
+from .glob import GlobTailer, has_glob
 from .stats import LogStats
 
 log = logging.getLogger(__name__)
@@ -106,6 +109,7 @@ class Follower:
         self._handler = None
         self._event_filter: list | None = None
         self._watched: dict[str, tuple[Ident, object]] = {}
+        self._wake_names: tuple[frozenset[str], tuple[str, ...]] | None = None  # None: every event wakes
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -245,11 +249,12 @@ class Follower:
         # event; appends are read by the append check (APPEND_CHECK_INTERVAL).
         self._event_filter = [FileCreatedEvent, FileDeletedEvent, FileMovedEvent,
                               DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
-        wake = self.wake
+        wake, concerns = self.wake, self._concerns
 
         class _Waker(FileSystemEventHandler):
             def on_any_event(self, event):
-                wake()
+                if event.is_directory or concerns(event):
+                    wake()
 
         self._handler = _Waker()
         # watchdog logs an ERROR when an event races its own shutdown; nothing is lost then.
@@ -287,11 +292,30 @@ class Follower:
         except Exception:  # pragma: no cover - observer teardown must not block exit
             log.debug("observer stop failed", exc_info=True)
 
+    def _concerns(self, event) -> bool:
+        """True when a file event names a file the tailers follow or would (watchdog's thread)."""
+        names = self._wake_names
+        if names is None:
+            return True
+        literal, patterns = names
+        for path in (event.src_path, getattr(event, "dest_path", "")):
+            if path:
+                name = os.path.basename(os.fsdecode(path))
+                if name in literal or any(fnmatch.fnmatchcase(name, p) for p in patterns):
+                    return True
+        return False
+
     def _update_watches(self) -> None:
-        """Watch each wanted directory that exists; re-watch one that was removed and re-created."""
+        """Watch each wanted directory that exists; re-watch one that was removed and re-created;
+        take the names whose events wake the reader (:meth:`_concerns`)."""
         wanted: set[str] = set()
+        names: set[str] | None = set()
         for t in self.tailers:
             wanted |= t.watch_dirs()
+            more = t.watch_names()
+            names = None if names is None or more is None else names | more
+        self._wake_names = None if names is None else (
+            frozenset(n for n in names if not has_glob(n)), tuple(sorted(n for n in names if has_glob(n))))
         for d in list(self._watched):
             try:
                 st = os.stat(d)

@@ -126,6 +126,17 @@ class GlobTailer:
         for t in self.tailers.values():
             t.close()
 
+    def watch_names(self) -> set[str] | None:
+        """Name patterns whose file events concern this glob: the pattern's last part (a new match)
+        and each followed file's names (:meth:`Tailer.watch_names`); ``None`` (every event) when
+        the pattern has magic in a directory part."""
+        if self._dir_magic:
+            return None
+        names = {os.path.basename(self.path)}
+        for t in self.tailers.values():
+            names |= t.watch_names()
+        return names
+
     def watch_dirs(self) -> set[str]:
         """The deepest directory of the pattern without glob magic, and each match's directories."""
         dirs = {self._base}
