@@ -115,7 +115,7 @@ class LogSettings(BaseModel):
         json_schema_extra={"metavar": "N"},
         description="Most files one --log.path glob follows (each costs a file descriptor and seven "
         "series); beyond it the most recently modified are followed, the rest skipped with a warning "
-        "and counted in sglang_exporter_log_glob_skipped_files.")
+        "and counted in sglang_exporter_log_glob_skipped_files. --one-shot reads every match, one at a time.")
     level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Level of the exporter's own logging (debug shows each malformed line).")
 

@@ -8,6 +8,7 @@ import glob
 import logging
 import os
 
+from conftest import samples, value
 from exporter_support import Exporter
 from tail_support import Harness, append, decode_block
 
@@ -75,6 +76,28 @@ def test_the_cap_is_a_setting_of_the_command(tmp_path, capsys):
     finally:
         assert exp.terminate() == 0
     assert sum("--log.max-files-per-glob" in line for line in exp.stderr_lines) == 1
+
+
+def test_one_shot_reads_every_match_one_at_a_time(tmp_path):
+    """--one-shot over more files than the cap counts every file's lines, with one file open at a time
+    (here under a limit of 32 descriptors); before, it read the 100 newest of 150 and exited 0."""
+    import resource
+    import subprocess
+
+    from exporter_support import command
+
+    for i in range(150):
+        (tmp_path / f"seg{i:03d}.log").write_bytes(decode_block(1, start=i))
+    (tmp_path / "dir.log").mkdir()  # a directory among the matches is no file
+    pattern = str(tmp_path / "*.log")
+    proc = subprocess.run([*command(), "--one-shot", "--log.path", pattern], capture_output=True, text=True,
+                          timeout=120, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32)))
+    assert proc.returncode == 0, proc.stderr
+    m = samples(proc.stdout)
+    assert value(m, "sglang_exporter_log_lines_total", kind="decode", result="parsed") == 150
+    assert value(m, "sglang_exporter_log_glob_matched_files", pattern=pattern) == 150
+    assert value(m, "sglang_exporter_log_glob_skipped_files", pattern=pattern) == 0
+    assert "Too many open files" not in proc.stderr and "max-files-per-glob" not in proc.stderr
 
 
 def test_a_glob_lists_what_glob_glob_lists(tmp_path):

@@ -10,7 +10,7 @@ from ...paths import display_path
 from ...scheduler.store import SchedulerStore
 from .collector import LogCollector
 from .follower import CATCH_UP_TIMEOUT, STALL_SECONDS, Follower
-from .glob import make_sources
+from .glob import GlobTailer, make_sources
 from .ingest import Ingest
 from .stats import LogStats
 
@@ -53,7 +53,8 @@ class LogSource:
                                  stall_after=stall_after, **kw)
 
     def read_all(self) -> int:
-        """Read every file to its end once, partial last lines included, and close them (one-shot).
+        """Read every file to its end once, partial last lines included, and close them (one-shot):
+        every file a glob matches, one at a time (:meth:`GlobTailer.read_each`).
 
         Returns:
             Lines handed to the ingest step.
@@ -61,8 +62,11 @@ class LogSource:
         fed = 0
         try:
             for tailer in self.tailers:
-                fed += tailer.poll()
-                fed += tailer.flush()
+                if isinstance(tailer, GlobTailer):  # every match, one at a time: the cap is for following
+                    fed += tailer.read_each()
+                else:
+                    fed += tailer.poll()
+                    fed += tailer.flush()
             self.ingest.finish()  # the end of the recording: SGLang Omni's held start-up lines are decided
         finally:
             for tailer in self.tailers:
