@@ -53,6 +53,8 @@ def test_a_file_rotated_away_unseen_is_counted(tmp_path, caplog):
         append(log, decode_block(3, start=12))  # C: at the path at the next look
         (tmp_path / "sglang.log.3.gz").write_bytes(b"\x1f\x8b compressed")  # logrotate's archive: not a loss
         (tmp_path / "sglang.log.lock").write_bytes(b"")  # empty: nothing lost
+        (tmp_path / "sglang.log.err").write_bytes(b"Traceback\n")  # another log beside it: no rotation
+        (tmp_path / "sglang.log-access").write_bytes(b"GET /health 200\n")
         h.follower.wake()  # the exporter looks now
         h.wait_decode(5 + 3, "from the first and the last file; the middle one is lost")
         assert h.stats(log).rotations == 1

@@ -8,6 +8,8 @@ sibling in the same directory, named after the log (``sglang.log.1``, ``sglang.l
 ``sglang.log.2026-01-01_00-00``), written after the tailer's previous check, that no reader of
 this exporter ever opened. :func:`unseen_rotated_files` finds those, when a rotation is noticed.
 
+Every rotation suffix has a digit (a number, a date, a time); a sibling whose suffix has none
+(``sglang.log.err``, ``sglang.log-access``) is another program's log, not a rotated file.
 Not counted: empty files (nothing was lost), compressed archives (``logrotate``'s ``compress``
 writes them at rotation time from files that were read), files a glob of this exporter follows
 (``covered``), and files already counted.
@@ -50,6 +52,8 @@ def unseen_rotated_files(path: str, since_ns: int, known: Container[tuple[int, i
     for entry in entries:
         name = entry.name
         if len(name) <= len(base) or not name.startswith(base) or name[len(base)] not in SEPARATORS:
+            continue
+        if not any(c.isdigit() for c in name[len(base) + 1:]):  # sglang.log.err: another log, no rotation
             continue
         if name.endswith(COMPRESSED):
             continue
