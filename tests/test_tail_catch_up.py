@@ -51,6 +51,36 @@ def test_a_scrape_reads_the_file_that_replaced_a_rotated_one(tmp_path, watch_mod
         assert value(h.metrics(), "sglang_exporter_log_missed_rotations_total", path=str(log)) == 0
 
 
+class _SilentObserver:
+    """An inotify observer whose events have not been delivered yet (they never are here)."""
+
+    daemon = True
+    ident = None
+
+    def start(self):
+        pass
+
+    def schedule(self, *args, **kwargs):
+        return object()
+
+    def unschedule(self, watch):
+        pass
+
+    def stop(self):
+        pass
+
+
+def test_a_scrape_reads_a_new_match_of_a_glob_before_its_event(tmp_path):
+    """A file created just before a scrape, matching a glob: the scrape lists the glob's directory
+    itself rather than wait for the create event (6 of 50 such scrapes missed the new file's lines
+    when the event came after the scrape's pass began)."""
+    with Harness(tmp_path / "*.log", poll_interval=30, observer_factory=_SilentObserver) as h:
+        assert h.follower.mode == "inotify"
+        for i in range(1, 6):
+            append(tmp_path / f"worker{i}.log", decode_block(1, start=i))
+            assert value(h.metrics(), "sglang_exporter_log_lines_total", kind="decode", result="parsed") == i
+
+
 def test_concurrent_scrapes_are_answered_by_one_pass(tmp_path, monkeypatch):
     """Twenty scrapes that arrive while the reader is in a pass are all answered by the next one.
 

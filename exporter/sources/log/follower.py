@@ -5,15 +5,16 @@
   part) only *wake* the reader, so another program's temporary files in the log's directory cost
   nothing; a poll timer wakes it as well, so a dropped event, an inotify limit or a file system
   without events (NFS, CIFS, overlay) delays noticing a rotation by at most one poll interval. Each
-  such wake-up ``stat``s every followed path; a glob is listed again on a file event, in ``poll``
-  mode, and at least every :data:`GLOB_RELIST_INTERVAL` seconds, so an idle exporter's cost does not
-  grow with the files in a glob's directory.
+  such wake-up ``stat``s every followed path; a glob is listed again on a file event, on a scrape,
+  in ``poll`` mode, and at least every :data:`GLOB_RELIST_INTERVAL` seconds, so an idle exporter's
+  cost does not grow with the files in a glob's directory.
 * **A scrape reads first.** A scrape first asks the reader for a full pass and waits for it
-  (:meth:`Follower.catch_up`, at most :data:`CATCH_UP_TIMEOUT`): each path is checked (a file
-  rotated, re-created or deleted since the last pass is noticed, as no file event may have been
-  delivered yet, and none comes in ``poll`` mode) and what was appended is read, so ``/metrics``
-  shows every line written before the scrape. Between scrapes the open files are read every
-  :data:`APPEND_CHECK_INTERVAL` seconds (one ``fstat`` each), which bounds how much is read at once. A wake-up costs about as much as the lines it reads (bench/): an inotify event per write,
+  (:meth:`Follower.catch_up`, at most :data:`CATCH_UP_TIMEOUT`): each path is checked and each
+  glob listed (a file rotated, re-created, deleted or created since the last pass is noticed, as
+  no file event may have been delivered yet, and none comes in ``poll`` mode) and what was appended
+  is read, so ``/metrics`` shows every line written before the scrape. Between scrapes the open
+  files are read every :data:`APPEND_CHECK_INTERVAL` seconds (one ``fstat`` each), which bounds
+  how much is read at once. A wake-up costs about as much as the lines it reads (bench/): an inotify event per write,
   even debounced, or a fixed 75 ms timer, meant ten times as many wake-ups at 200 lines/s.
 * **Health is progress.** The reader is healthy while it waits, or while its current pass keeps
   reading; a pass stuck for :data:`STALL_SECONDS` (a hung network file system) fails ``/healthz``.
@@ -200,7 +201,7 @@ class Follower:
             evented = events != seen_events
             seen_events = events
             full = evented or scraped or now >= next_full
-            relist = evented or now >= next_relist or self.mode == "poll"
+            relist = evented or scraped or now >= next_relist or self.mode == "poll"
             for t in self.tailers:
                 self._current = t.path
                 try:
