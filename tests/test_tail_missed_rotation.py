@@ -66,6 +66,14 @@ def test_a_file_rotated_away_unseen_is_counted(tmp_path, caplog):
         h.wait_decode(12)
         assert h.stats(log).rotations == 2
         assert _missed(h, log) == 1, "a rotation the exporter saw counted as missed"
+        _past(time.time_ns(), tmp_path / "probe")
+        os.replace(log, f"{log}.old")  # a hand-written rotation: the .old suffix has no digit
+        append(log, decode_block(2, start=19))
+        os.replace(log, f"{log}.old")  # written and rotated away unseen
+        append(log, decode_block(1, start=21))
+        h.follower.wake()
+        h.wait_decode(13)
+        assert _missed(h, log) == 2
     warnings = [r.getMessage() for r in caplog.records if "never read" in r.getMessage()]
     assert len(warnings) == 1 and "sglang.log.1" in warnings[0] and "--log.poll-interval" in warnings[0]
 

@@ -8,8 +8,9 @@ sibling in the same directory, named after the log (``sglang.log.1``, ``sglang.l
 ``sglang.log.2026-01-01_00-00``), written after the tailer's previous check, that no reader of
 this exporter ever opened. :func:`unseen_rotated_files` finds those, when a rotation is noticed.
 
-Every rotation suffix has a digit (a number, a date, a time); a sibling whose suffix has none
-(``sglang.log.err``, ``sglang.log-access``) is another program's log, not a rotated file.
+A rotation suffix has a digit (a number, a date, a time) or is one of :data:`ROTATION_WORDS`
+(``.old``); a sibling with another suffix (``sglang.log.err``, ``sglang.log-access``) is another
+program's log, not a rotated file.
 Not counted: empty files (nothing was lost), compressed archives (``logrotate``'s ``compress``
 writes them at rotation time from files that were read), files a glob of this exporter follows
 (``covered``), and files already counted.
@@ -25,6 +26,8 @@ from collections.abc import Callable, Container
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".z", ".Z", ".zip", ".br")
 #: Characters that separate a log's name from its rotation suffix.
 SEPARATORS = ".-_"
+#: Rotation suffixes without a digit (hand-written rotation: ``mv sglang.log sglang.log.old``).
+ROTATION_WORDS = ("old", "bak", "prev", "previous")
 
 
 def unseen_rotated_files(path: str, since_ns: int, known: Container[tuple[int, int]],
@@ -53,8 +56,9 @@ def unseen_rotated_files(path: str, since_ns: int, known: Container[tuple[int, i
         name = entry.name
         if len(name) <= len(base) or not name.startswith(base) or name[len(base)] not in SEPARATORS:
             continue
-        if not any(c.isdigit() for c in name[len(base) + 1:]):  # sglang.log.err: another log, no rotation
-            continue
+        suffix = name[len(base) + 1:]
+        if not any(c.isdigit() for c in suffix) and suffix.lower() not in ROTATION_WORDS:
+            continue  # sglang.log.err: another log, not a rotated one
         if name.endswith(COMPRESSED):
             continue
         try:
