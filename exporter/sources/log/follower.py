@@ -14,8 +14,9 @@
   no file event may have been delivered yet, and none comes in ``poll`` mode) and what was appended
   is read, so ``/metrics`` shows every line written before the scrape. Between scrapes the open
   files are read every :data:`APPEND_CHECK_INTERVAL` seconds (one ``fstat`` each), which bounds
-  how much is read at once. A wake-up costs about as much as the lines it reads (bench/): an inotify event per write,
-  even debounced, or a fixed 75 ms timer, meant ten times as many wake-ups at 200 lines/s.
+  how much is read at once. A wake-up costs about as much as the lines it reads (bench/): an
+  inotify event per write, even debounced, or a fixed 75 ms timer, meant ten times as many
+  wake-ups at 200 lines/s.
 * **Health is progress.** The reader is healthy while it waits, or while its current pass keeps
   reading; a pass stuck for :data:`STALL_SECONDS` (a hung network file system) fails ``/healthz``.
 """
@@ -148,13 +149,14 @@ class Follower:
         self._signal.set()
 
     def catch_up(self, timeout: float = CATCH_UP_TIMEOUT) -> bool:
-        """Have the thread make a full pass (check each path, read what was appended), and wait
-        until it has.
+        """Have the thread make a full pass (check each path, list each glob, read what was
+        appended), and wait until it has.
 
         Called before a scrape is rendered, so that ``/metrics`` shows every line written before
-        the scrape, a file that replaced a rotated or deleted one included. Requests that arrive together are answered by one pass. Does not wait when the
-        thread is not running (one-shot mode) or is in a pass that began more than ``timeout``
-        seconds ago (a large backlog, a stuck read): the scrape is answered with what was read.
+        the scrape, in a file that replaced a rotated or deleted one or a new match of a glob too.
+        Requests that arrive together are answered by one pass. Does not wait when the thread is
+        not running (one-shot mode) or is in a pass that began more than ``timeout`` seconds ago
+        (a large backlog, a stuck read): the scrape is answered with what was read.
 
         Returns:
             True when a pass that began after the request has finished.
