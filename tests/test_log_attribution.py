@@ -137,6 +137,30 @@ def test_the_first_stage_to_start_is_not_taken_for_the_only_one():
     assert stages_of(kept) == [("thinker", "")] and dropped == []
 
 
+def test_a_restart_with_other_stages_learns_them_afresh():
+    """The server restarts, appending to the same log, with another single SGLang-backed stage (or
+    after a start-up that left a doubt): its lines are its stage's. Before, the previous run's stages
+    stayed known and every line of the new run was unattributed ("runs 2 SGLang-backed stages")."""
+    started = line("sglang_omni.pipeline.mp_runner: MultiProcessPipelineRunner started: 1 stage(s), 1 process(es)")
+    att = StageAttribution(warn=lambda _: None)
+    kept, dropped = run(att, startup("thinker"), line(KV), started, line(DECODE))
+    assert stages_of(kept) == [("thinker", "")] * 2 and dropped == []
+    kept, dropped = run(att, startup("talker_ar"), line(KV), started, line(DECODE), line(RETRACT, level="WARNING"))
+    assert stages_of(kept) == [("talker_ar", "")] * 3 and dropped == []
+    assert att.sglang_stages == {"talker_ar"}
+    doubt = StageAttribution(warn=lambda _: None)
+    run(doubt, line("stage_workers.a: Acquired GPU startup lock for stage a: /tmp/sglang_omni_gpu_0_startup.lock"),
+        line("stage_workers.b: Acquired GPU startup lock for stage b: /tmp/sglang_omni_gpu_1_startup.lock"),
+        line("sglang_omni.scheduling.bootstrap: SGLang runtime configuration: gpu_id=2, sm=90"), started)
+    assert [r for _, r in run(doubt, line(DECODE))[1]] == ["ambiguous"]
+    kept, dropped = run(doubt, startup("thinker"), started, line(DECODE))
+    assert stages_of(kept) == [("thinker", "")] and dropped == []
+    same = StageAttribution(warn=lambda _: None)  # a restart with the same stage: nothing changes
+    run(same, startup("thinker"), started, line(DECODE))
+    kept, dropped = run(same, startup("thinker"), line(KV), started, line(DECODE))
+    assert stages_of(kept) == [("thinker", "")] * 2 and dropped == []
+
+
 def test_no_start_up_line_no_stage():
     att = StageAttribution(warn=lambda _: None)
     kept, dropped = run(att, line(DECODE))

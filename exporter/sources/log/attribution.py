@@ -20,6 +20,10 @@ untouched. SGLang Omni runs one SGLang scheduler per autoregressive stage (Qwen3
   they go to no stage's metrics, are counted (``sglang_exporter_log_lines_total{result="unattributed"}``),
   and a warning naming the fix is logged once per reason.
 
+A start-up line of a stage being built after every stage had started begins a new run (the server
+restarted, appending to the same log): the stages are learnt afresh, so a restart with other stages
+does not leave the previous run's stages behind (every line of the new run was unattributed).
+
 How many SGLang-backed stages there are is known only once every stage has started: without the
 shim, a stage's start-up lines that need a stage (``KV Cache is allocated``, the CUDA-graph capture)
 are held until then (``MultiProcessPipelineRunner started``, the first request or stats line, or
@@ -53,6 +57,9 @@ log = logging.getLogger(__name__)
 _FOLLOWER = re.compile(r"(.+)-tp(\d{1,4})-follower")
 #: Start-up lines that need a stage: held, without the shim, until every stage has started.
 _HELD_KINDS = (KvAllocation, CudaGraphCapture)
+#: Start-up lines of a stage being built: seen after every stage had started, they begin a new run
+#: of the server (a restart appending to the same log), whose stages are learnt afresh.
+_RUN_START_KINDS = ("ar_startup", "building", "lock", "runtime_config")
 #: Most start-up events held (a pipeline prints a few per stage); past it they are decided at once.
 MAX_HELD = 256
 
@@ -122,6 +129,8 @@ class StageAttribution:
                 continue
             kind = type(ev)
             if kind is OmniStartup:
+                if self._settled and ev.kind in _RUN_START_KINDS:
+                    self._new_run()
                 ev = self._learn(ev)
                 kept.append(ev)
                 if ev.kind == "pipeline_started":
@@ -142,6 +151,15 @@ class StageAttribution:
         dropped: list[tuple[Event, str]] = []
         self._settle(kept, dropped)
         return kept, dropped
+
+    def _new_run(self) -> None:
+        """Forget which SGLang-backed stages the previous run of the server had (it restarted, maybe
+        with other stages): they are learnt again from this run's start-up lines."""
+        self.sglang_stages = set()
+        self._pending_startup = set()
+        self._pending_lock = {}
+        self._doubt = ()
+        self._settled = False
 
     def _settle(self, kept: list[Event], dropped: list[tuple[Event, str]]) -> None:
         self._settled = True
