@@ -142,7 +142,7 @@ def _one_shot(settings: Settings, store: SchedulerStore) -> int:
         elif (problem := file_problem(path)) is not None:
             return usage_error(f"{_log_path_setting(settings)}: {display_path(path)!r} {problem}")
     log_source = LogSource(paths, store, from_beginning=True, max_line_bytes=settings.log.max_line_bytes,
-                           max_files_per_glob=settings.log.max_files_per_glob)
+                           max_files_per_glob=settings.log.max_files_per_glob, bulk=True)
     log_source.read_all()
     sys.stdout.write(generate_latest(build_registry(store, log_source, None)).decode())
     sys.stdout.flush()

@@ -287,6 +287,40 @@ class SchedulerStates:
         alloc = sched.kv_allocation or self.kv_allocations.get(stage)
         return None if alloc is None else Capacity(alloc.origin, alloc.tokens)
 
+    @staticmethod
+    def key(origin: Origin) -> Key:
+        """The key of the scheduler that printed a line (:attr:`schedulers`): ``(stage, dp_rank)``."""
+        return (origin.stage, origin.dp_rank)
+
+    def refusal(self, origin: Origin, kind: type) -> str | None:
+        """Why an event of type ``kind`` printed by ``origin`` would be refused before it is applied:
+        ``rank``, ``schedulers`` or ``replicas`` (module docstring); ``None`` when it would not be.
+
+        :meth:`apply` asks this first; the bulk path's runs (:mod:`.runs`) ask it once per replica.
+        """
+        s = self.schedulers.get(self.key(origin))
+        if kind is not ServerArgs:  # every other event belongs to a scheduler, and most to a replica
+            if s is None:
+                if not self._rank_possible("DP", origin.dp_rank, kind in _STARTUP):
+                    return "rank"
+                if len(self.schedulers) >= MAX_SCHEDULERS:
+                    return "schedulers"
+            if kind not in _STARTUP and (s is None or origin.replica not in s.replicas):
+                for tag, value in _replica_tags(origin.replica):
+                    if not self._rank_possible(tag, value, False):
+                        return "rank"
+                if self.replica_count >= MAX_REPLICAS:
+                    return "replicas"
+        return None
+
+    def admit(self, origin: Origin) -> tuple[SchedulerState, ReplicaCounters] | None:
+        """The scheduler and replica of a stats line's ``origin``, created if new; None where
+        :meth:`refusal` refuses it."""
+        if self.refusal(origin, DecodeBatch) is not None:
+            return None
+        s = self.scheduler(self.key(origin))
+        return s, s.replica(origin.replica)
+
     def apply(self, event: Event, wall: float | None = None) -> str | None:
         """Apply one event.
 
@@ -305,19 +339,10 @@ class SchedulerStates:
             return None if self.pipeline.apply(event) else "schedulers"
         origin = event.origin
         key = (origin.stage, origin.dp_rank)
+        reason = self.refusal(origin, kind)
+        if reason is not None:
+            return reason
         s = self.schedulers.get(key)
-        if kind is not ServerArgs:  # every other event belongs to a scheduler, and most to a replica
-            if s is None:
-                if not self._rank_possible("DP", origin.dp_rank, kind in _STARTUP):
-                    return "rank"
-                if len(self.schedulers) >= MAX_SCHEDULERS:
-                    return "schedulers"
-            if kind not in _STARTUP and (s is None or origin.replica not in s.replicas):
-                for tag, value in _replica_tags(origin.replica):
-                    if not self._rank_possible(tag, value, False):
-                        return "rank"
-                if self.replica_count >= MAX_REPLICAS:
-                    return "replicas"
         if wall is None:
             wall = self._clock()
         if kind is DecodeBatch:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..events import Capacity, Event
+from ..events import Capacity, Event, Origin
+from .runs import Run, apply_run, fits
 from .state import COUNTER_FIELDS, HISTOGRAM_FIELDS, SchedulerState, SchedulerStates
 
 log = logging.getLogger(__name__)
@@ -115,6 +117,47 @@ class SchedulerStore:
                 if reason is not None:
                     rejected.append((ev, reason))
         return rejected
+
+    def apply_block(self, segments: Sequence[Event | Run], origins: Collection[Origin],
+                    wall: float) -> tuple[list[Event], Counter] | None:
+        """Apply the bulk path's segments in order (:mod:`exporter.sources.log.bulk`), atomically for
+        readers: runs of scheduler lines (:func:`~.runs.apply_run`) and single events.
+
+        Args:
+            segments: Runs and events, oldest first.
+            origins: Every identity they name.
+            wall: Wall-clock time (s since epoch) the source read them.
+
+        Returns:
+            The events that were not applied (as :meth:`apply`), and the lines of runs that failed to
+            apply, by kind (logged; never expected); ``None`` when nothing was applied because the
+            identities might not all fit under the caps (:func:`~.runs.fits`): then the caller applies
+            the lines one by one, and the caps reject exactly the lines they reject.
+        """
+        rejected: list[Event] = []
+        failed: Counter = Counter()
+        with self.lock:
+            states = self.states
+            if not fits(states, list(origins)):
+                return None
+            for seg in segments:
+                if type(seg) is Run:
+                    try:
+                        apply_run(states, seg, wall)
+                    except Exception:  # defence in depth, as below: count its lines, keep the rest
+                        log.warning("could not apply a run of scheduler lines; counted as malformed",
+                                    exc_info=True)
+                        failed.update(seg.line_counts())
+                    continue
+                try:
+                    applied = states.apply(seg, wall)
+                except Exception:  # defence in depth, as in apply()
+                    log.warning("could not apply a %s event; counted as malformed", type(seg).__name__,
+                                exc_info=True)
+                    applied = False
+                if not applied:
+                    rejected.append(seg)
+        return rejected, failed
 
     def snapshot(self) -> SchedulerSnapshot:
         """Copy what collectors read, under the lock (no Prometheus object is built here)."""

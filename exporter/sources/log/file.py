@@ -497,7 +497,13 @@ class Tailer:
         return fed
 
     def _consume(self, r: _Reader, chunk: bytes) -> int:
-        return self._feed(r, r.lines.consume(chunk))
+        feed_block = getattr(self.sink, "feed_block", None)
+        if feed_block is None:
+            return self._feed(r, r.lines.consume(chunk))
+        # A sink that reads raw blocks (the bulk path of recorded logs) decodes lines itself.
+        block = r.lines.complete(chunk)
+        fed = self._feed(r, [])  # moves the splitter's count of dropped lines into the stats
+        return fed if block is None else fed + feed_block(block, self.max_line_bytes, self.stats)
 
     def _flush(self, r: _Reader) -> int:
         return self._feed(r, r.lines.flush())

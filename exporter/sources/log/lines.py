@@ -42,10 +42,21 @@ class LineSplitter:
 
     def consume(self, chunk: bytes) -> list[str]:
         """Take the next bytes of the file; returns the lines they complete, oldest first."""
+        block = self.complete(chunk)
+        return [] if block is None else self.decode(block.split(b"\n"))
+
+    def complete(self, chunk: bytes) -> bytes | None:
+        """Take the next bytes of the file; returns the lines they complete as one block of raw bytes.
+
+        The block is the complete lines joined by ``\\n``, without the last one's ``\\n``; ``None``
+        when the chunk completes no line. :meth:`decode` of ``block.split(b"\\n")`` gives what
+        :meth:`consume` gives: the bulk path (:mod:`.bulk`) reads blocks and decodes only the lines
+        that are not common templates.
+        """
         if self.skipping:
             nl = chunk.find(b"\n")
             if nl < 0:
-                return []
+                return None
             chunk = chunk[nl + 1:]
             self.skipping = False
         if self.partial:
@@ -58,21 +69,21 @@ class LineSplitter:
                 self._oversized()
             else:
                 self.partial = data
-            return []
+            return None
         rest = data[cut + 1:]
         self.partial = b""
         if len(rest) > self.max_line_bytes:
             self._oversized()
         else:
             self.partial = rest
-        return self._lines(data[:cut].split(b"\n"))
+        return data[:cut]
 
     def flush(self) -> list[str]:
         """The held partial line as a complete line (``[]`` when none, or while it is being dropped)."""
         data, self.partial = self.partial, b""
         if not data or self.skipping:
             return []
-        return self._lines([data])
+        return self.decode([data])
 
     def restart(self) -> list[str]:
         """The file was truncated and is read again from its start: flush, and stop skipping."""
@@ -85,7 +96,9 @@ class LineSplitter:
         self.partial = b""
         self.skipping = True  # the rest of that line, up to its newline, is dropped too
 
-    def _lines(self, parts: Iterable[bytes]) -> list[str]:
+    def decode(self, parts: Iterable[bytes]) -> list[str]:
+        """Complete lines (raw bytes, without ``\\n``) as text, by the rules of the module docstring;
+        an oversized one is dropped and counted in :attr:`dropped`."""
         limit = self.max_line_bytes
         lines: list[str] = []
         for p in parts:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import glob
+import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 
@@ -10,9 +13,24 @@ from ...paths import display_path
 from ...scheduler.store import SchedulerStore
 from .collector import LogCollector
 from .follower import CATCH_UP_TIMEOUT, STALL_SECONDS, Follower
-from .glob import GlobTailer, make_sources
+from .glob import GlobTailer, has_glob, make_sources
+from .bulk_ingest import BulkIngest, worker_count
 from .ingest import Ingest
 from .stats import LogStats
+
+
+def _input_bytes(paths: Sequence[str]) -> int:
+    """Bytes of the regular files that ``paths`` (paths and globs) name now."""
+    total = 0
+    for path in dict.fromkeys(paths):
+        for name in (glob.glob(path) if has_glob(path) else [path]):
+            try:
+                st = os.stat(name)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+    return total
 
 
 class LogSource:
@@ -30,6 +48,8 @@ class LogSource:
         clock: Wall-clock source for the ingest step (tests inject one).
         observer_factory: Builds watchdog's observer (tests inject a failing one).
         stall_after: Seconds the reader may go without progress before :meth:`health` fails.
+        bulk: Read recorded logs through the bulk path (:mod:`.bulk`, :mod:`.bulk_ingest`): for
+            :meth:`read_all` only, never for following.
 
     Attributes:
         stats: The source's own statistics (:class:`LogStats`), read by :meth:`collector`.
@@ -42,9 +62,11 @@ class LogSource:
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = DEFAULT_ROTATE_WAIT,
                  poll_interval: float = DEFAULT_LOG_POLL_INTERVAL, watch_mode: str = "inotify",
                  max_files_per_glob: int = DEFAULT_MAX_FILES_PER_GLOB, clock: Callable[[], float] = time.time,
-                 observer_factory: Callable[[], object] | None = None, stall_after: float = STALL_SECONDS):
+                 observer_factory: Callable[[], object] | None = None, stall_after: float = STALL_SECONDS,
+                 bulk: bool = False):
         self.stats = LogStats()
-        self.ingest = Ingest(store, self.stats, clock)
+        self.paths = list(paths)
+        self.ingest = BulkIngest(store, self.stats, clock) if bulk else Ingest(store, self.stats, clock)
         self.tailers = make_sources(paths, self.ingest, self.stats, from_beginning=from_beginning,
                                     max_line_bytes=max_line_bytes, rotate_wait=rotate_wait,
                                     max_files_per_glob=max_files_per_glob)
@@ -56,22 +78,32 @@ class LogSource:
         """Read every file to its end once, partial last lines included, and close them (one-shot):
         every file a glob matches, one at a time (:meth:`GlobTailer.read_each`).
 
+        With ``bulk``, large inputs are scanned on worker processes
+        (:func:`.bulk_ingest.worker_count`), and applied in file order.
+
         Returns:
-            Lines handed to the ingest step.
+            Lines counted (parsed, ignored or malformed).
         """
-        fed = 0
+        before = sum(self.stats.snapshot().lines.values())
+        ingest = self.ingest
+        if isinstance(ingest, BulkIngest):
+            ingest.workers = worker_count(_input_bytes(self.paths))
         try:
             for tailer in self.tailers:
                 if isinstance(tailer, GlobTailer):  # every match, one at a time: the cap is for following
-                    fed += tailer.read_each()
+                    tailer.read_each()
                 else:
-                    fed += tailer.poll()
-                    fed += tailer.flush()
-            self.ingest.finish()  # the end of the recording: SGLang Omni's held start-up lines are decided
+                    tailer.poll()
+                    tailer.flush()
+            if isinstance(ingest, BulkIngest):
+                ingest.drain()
+            ingest.finish()  # the end of the recording: SGLang Omni's held start-up lines are decided
         finally:
+            if isinstance(ingest, BulkIngest):
+                ingest.close()
             for tailer in self.tailers:
                 tailer.close()
-        return fed
+        return sum(self.stats.snapshot().lines.values()) - before
 
     def start(self) -> None:
         """Start following (the follower thread)."""

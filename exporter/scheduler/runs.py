@@ -1,0 +1,268 @@
+"""The state's second entry point: a run of scheduler lines aggregated column-wise (:class:`Run`).
+
+The bulk path for recorded logs (:mod:`exporter.sources.log.bulk`) does not build one event per
+line. Between two start-up lines (capacity, ``server_args``), which stay events and are applied by
+:meth:`SchedulerStates.apply`, it gathers the ``Prefill``/``Decode`` lines, retractions, aborted
+retractions and request time stats of each replica into columns (:class:`ReplicaRun`), and the
+latest values of each scheduler. :func:`apply_run` applies such a run so that the state ends
+exactly as if every line had been applied by :meth:`SchedulerStates.apply` in order, byte for byte
+in what the collector serves:
+
+* counts and integer sums are added; histogram buckets are counted where the run was built;
+* every float that the per-line path accumulates (histogram sums, decode tokens, recomputed tokens,
+  the queue integral) is accumulated here in the same order with the same operations, one C-level
+  ``functools.reduce`` per column, so that the rounding is the same;
+* what depends on the state before the run (the replica's previous queue sample and chunked-prefill
+  flag, the decode-log interval, the chunked-prefill size, a scheduler's tokens per running request
+  before its first Decode line of the run) is read from the state when the run is applied;
+* gauges take the scheduler's latest line of any replica.
+
+A run never meets the scheduler and replica caps: the caller applies it only when every identity it
+names fits (:func:`fits`), and otherwise feeds its lines through the per-line path.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import reduce
+from itertools import compress, islice, repeat
+from operator import add, ge, gt, mul, sub
+from typing import Any
+
+from ..events import Origin
+from ..limits import MAX_REPLICAS, MAX_SCHEDULERS, QUEUE_SAMPLE_MAX_GAP_SECONDS
+from .state import ReplicaCounters, SchedulerState, SchedulerStates
+
+#: Histograms of :class:`ReplicaCounters` a run fills, with the column each one observes.
+RUN_HISTOGRAMS = (
+    ("batch_size_decode", "running"),
+    ("kv_usage_decode", "decode_top"),
+    ("batch_size_prefill", "new_seq"),
+    ("prefill_tokens", "new_token"),
+    ("kv_usage_prefill", "prefill_top"),
+    ("queue_wait", "queue_wait"),
+)
+_INT_COLUMNS = ("running", "new_seq", "new_token", "queue", "retracted", "gained")
+_FLOAT_COLUMNS = ("decode_top", "accept", "prefill_top", "queue_wait")
+
+
+@dataclass(slots=True)
+class ReplicaRun:
+    """The lines of one replica within one run, as columns, in line order.
+
+    Attributes:
+        origin: The replica's identity (its lines' :class:`Origin` without their time).
+        decode_lines / prefill_lines: ``Decode batch`` / ``Prefill batch`` lines.
+        running: ``#running-req`` of each Decode line.
+        decode_top: Largest device-pool usage of each Decode line that printed a usage.
+        accept: ``accept len`` of each Decode line, 1.0 where it printed none or 0 (the factor of
+            the decode-token estimate).
+        new_seq / new_token: ``#new-seq`` and ``#new-token`` of each Prefill line.
+        cached_tokens: Sum of ``#cached-token``.
+        prefill_top: Largest device-pool usage of each Prefill line that printed a usage.
+        queue_time / queue / queue_clock: Per stats line with ``#queue-req`` (both kinds): the line's
+            own time (``None`` for the wall clock), the value, and the clock (``log``, ``tod``,
+            ``wall``: see ``SchedulerStates._integrate_queue``); ``queue_clock`` is ``None`` when
+            every line has the log's own clock.
+        retractions: Retraction lines; ``retracted``: their ``#retracted_reqs``; ``gained``:
+            ``#new_tokens_gained`` of those that print it.
+        estimated: Per retraction without ``#new_tokens_gained``, in order: ``(#retracted_reqs,
+            tokens per running request)`` where the run knew the latter, or ``(#retracted_reqs,
+            None)`` where the scheduler's value before the run applies.
+        retract_aborts: ``retract_decode: aborted last request`` lines.
+        queue_wait: ``queue_duration`` (s) of each request time-stats line with a non-negative one.
+        buckets: Per histogram of :data:`RUN_HISTOGRAMS`, non-cumulative bucket counts of its
+            column (filled by :meth:`finish`).
+    """
+
+    origin: Origin
+    decode_lines: int = 0
+    running: Any = field(default_factory=list)
+    decode_top: Any = field(default_factory=list)
+    accept: Any = field(default_factory=list)
+    prefill_lines: int = 0
+    new_seq: Any = field(default_factory=list)
+    new_token: Any = field(default_factory=list)
+    cached_tokens: int = 0
+    prefill_top: Any = field(default_factory=list)
+    queue_time: Any = field(default_factory=list)
+    queue: Any = field(default_factory=list)
+    queue_clock: list[str] | None = field(default_factory=list)
+    retractions: int = 0
+    retracted: Any = field(default_factory=list)
+    gained: Any = field(default_factory=list)
+    estimated: list[tuple[int, float | None]] = field(default_factory=list)
+    retract_aborts: int = 0
+    queue_wait: Any = field(default_factory=list)
+    buckets: dict[str, list[int]] = field(default_factory=dict)
+
+    def finish(self, bounds: dict[str, tuple[float, ...]]) -> None:
+        """Count each histogram's column into its buckets (``bounds``: histogram -> upper bounds),
+        and pack the columns into arrays (cheap to send to another process)."""
+        for name, column in RUN_HISTOGRAMS:
+            values = getattr(self, column)
+            if values:
+                edges = bounds[name]
+                counts = [0] * (len(edges) + 1)
+                for i, n in Counter(map(bisect_left, repeat(edges), values)).items():
+                    counts[i] = n
+                self.buckets[name] = counts
+        for name in _INT_COLUMNS:
+            setattr(self, name, array("q", getattr(self, name)))
+        for name in _FLOAT_COLUMNS:
+            setattr(self, name, array("d", getattr(self, name)))
+        if self.queue_clock is not None and self.queue_clock.count("log") == len(self.queue_clock):
+            self.queue_time = array("d", self.queue_time)
+            self.queue_clock = None
+
+
+@dataclass(slots=True)
+class Run:
+    """One run: its replicas in the order their first line appeared, and each scheduler's latest values.
+
+    Attributes:
+        replicas: The replicas' columns.
+        latest: Scheduler key (:meth:`SchedulerStates.key`) -> ``{(table, name): value}`` of the
+            scheduler's latest line that set each: tables ``gauge`` (``SchedulerState.gauges``),
+            ``pool`` (``kv_pools``), ``pd`` (``pd_queues``) and ``mean``
+            (``mean_tokens_per_running_req``).
+        stats_schedulers: Schedulers with ``Prefill``/``Decode`` lines in the run (their
+            ``last_stats_wall`` moves).
+    """
+
+    replicas: list[ReplicaRun] = field(default_factory=list)
+    latest: dict[str, dict[tuple[str, str], Any]] = field(default_factory=dict)
+    stats_schedulers: set[str] = field(default_factory=set)
+
+    def line_counts(self) -> Counter:
+        """The run's lines by kind (``decode``, ``prefill``, ``retraction``, ``retract_abort``,
+        ``req_time_stats``; request time stats with a negative duration, which apply nothing, aside)."""
+        counts: Counter = Counter()
+        for rr in self.replicas:
+            counts["decode"] += rr.decode_lines
+            counts["prefill"] += rr.prefill_lines
+            counts["retraction"] += rr.retractions
+            counts["retract_abort"] += rr.retract_aborts
+            counts["req_time_stats"] += len(rr.queue_wait)
+        return counts
+
+
+def fits(states: SchedulerStates, origins: list[Origin]) -> bool:
+    """True when every identity in ``origins`` fits under the caps even if all of them are new, so
+    that no line naming them can be rejected (:meth:`SchedulerStates.admits`)."""
+    new_schedulers: set[str] = set()
+    new_replicas = 0
+    for origin in set(origins):
+        key = SchedulerStates.key(origin)
+        s = states.schedulers.get(key)
+        if s is None:
+            new_schedulers.add(key)
+            new_replicas += 1
+        elif origin.replica not in s.replicas:
+            new_replicas += 1
+    return (len(states.schedulers) + len(new_schedulers) <= MAX_SCHEDULERS
+            and states.replica_count + new_replicas <= MAX_REPLICAS)
+
+
+def apply_run(states: SchedulerStates, run: Run, wall: float) -> None:
+    """Apply one run (the caller holds the store's lock and has checked :func:`fits`).
+
+    Args:
+        states: The state.
+        run: The run.
+        wall: Wall-clock time (s since epoch) the lines were read: the time of lines without one of
+            their own, and the schedulers' ``last_stats_wall``.
+    """
+    for rr in run.replicas:
+        slot = states.admit(rr.origin)
+        if slot is None:  # pragma: no cover - fits() rules it out
+            raise RuntimeError(f"replica beyond the caps in a run: {rr.origin}")
+        sched, r = slot
+        _counters(states, sched, r, rr)
+        _integrate_queue(r, rr, wall)
+    for key, values in run.latest.items():
+        s = states.schedulers[key]
+        tables = {"gauge": s.gauges, "pool": s.kv_pools, "pd": s.pd_queues}
+        for (table, name), value in values.items():
+            if table == "mean":
+                s.mean_tokens_per_running_req = value
+            else:
+                tables[table][name] = value
+    for key in run.stats_schedulers:
+        states.schedulers[key].last_stats_wall = wall
+
+
+def _counters(states: SchedulerStates, sched: SchedulerState, r: ReplicaCounters, rr: ReplicaRun) -> None:
+    for name, column in RUN_HISTOGRAMS:
+        counts = rr.buckets.get(name)
+        if counts:
+            h = getattr(r, name)
+            h.counts = list(map(add, h.counts, counts))
+            h.total = reduce(add, getattr(rr, column), h.total)
+    if rr.decode_lines:
+        interval = states.decode_log_interval
+        r.decode_lines += rr.decode_lines
+        r.decode_steps += interval * rr.decode_lines
+        # running * interval * (accept len or 1.0), added line by line as SchedulerStates._decode does
+        r.decode_tokens = reduce(add, map(mul, map(mul, rr.running, repeat(interval)), rr.accept),
+                                 r.decode_tokens)
+    if rr.prefill_lines:
+        r.prefill_batches += rr.prefill_lines
+        r.prefill_computed_tokens += sum(rr.new_token)
+        r.prefill_cached_tokens += rr.cached_tokens
+        chunk = states.chunked_prefill_size(sched)
+        seq, tok = rr.new_seq, rr.new_token
+        # max(#new-seq - (previous line ended in a chunk), 0), the replica's flag before the run first
+        prev = [r.prev_prefill_chunked]
+        if chunk is not None:
+            prev.extend(map(ge, islice(tok, len(tok) - 1), repeat(chunk)))
+            r.prev_prefill_chunked = tok[-1] >= chunk
+        else:
+            prev.extend(repeat(False, len(tok) - 1))
+            r.prev_prefill_chunked = False
+        r.admitted_requests += sum(map(max, map(sub, seq, prev), repeat(0)))
+    if rr.retractions:
+        r.retractions += rr.retractions
+        r.retracted_requests += sum(rr.retracted)
+        r.retraction_freed_tokens += sum(rr.gained)
+        r.recomputed_tokens_gained = reduce(add, rr.gained, r.recomputed_tokens_gained)
+        before = sched.mean_tokens_per_running_req
+        for reqs, mean in rr.estimated:
+            if mean is None:
+                mean = before
+            if mean is not None:
+                r.recomputed_tokens_estimated += reqs * mean
+    r.retract_aborts += rr.retract_aborts
+
+
+def _integrate_queue(r: ReplicaCounters, rr: ReplicaRun, wall: float) -> None:
+    """The time-weighted ``#queue-req`` integral over the run, as ``SchedulerStates._integrate_queue``
+    adds it line by line (vectorised when every line has the log's own clock)."""
+    queue, times, clocks = rr.queue, rr.queue_time, rr.queue_clock
+    if not queue:
+        return
+    cap = QUEUE_SAMPLE_MAX_GAP_SECONDS
+    if clocks is not None:
+        for q, t, clock in zip(queue, times, clocks):
+            if t is None:
+                t = wall
+            if r.last_queue is not None and r.last_queue_clock == clock and r.last_queue_time is not None:
+                dt = t - r.last_queue_time
+                if clock == "tod" and dt < -43200:
+                    dt += 86400
+                if dt > 0:
+                    r.queue_request_seconds += r.last_queue * min(dt, cap)
+            r.last_queue, r.last_queue_time, r.last_queue_clock = q, t, clock
+        return
+    first: list[float] = []
+    if r.last_queue is not None and r.last_queue_clock == "log" and r.last_queue_time is not None:
+        dt = times[0] - r.last_queue_time
+        if dt > 0:
+            first.append(r.last_queue * min(dt, cap))
+    gaps = list(map(sub, islice(times, 1, None), times))
+    steps = compress(map(mul, queue, map(min, gaps, repeat(cap))), map(gt, gaps, repeat(0)))
+    r.queue_request_seconds = reduce(add, steps, reduce(add, first, r.queue_request_seconds))
+    r.last_queue, r.last_queue_time, r.last_queue_clock = queue[-1], times[-1], "log"

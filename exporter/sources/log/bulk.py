@@ -1,0 +1,443 @@
+"""The bulk path for recorded logs: a block of complete lines in, runs and events out.
+
+:func:`scan_block` reads a block of raw lines (what :meth:`.lines.LineSplitter.complete` returns)
+with one compiled pattern (:mod:`.templates`). A line that matches is a common ``Prefill batch`` or
+``Decode batch`` line: its fields go straight into its replica's columns
+(:class:`~exporter.scheduler.runs.ReplicaRun`), without an event object. Every other line is
+decoded by the splitter's rules and handed to the per-line parser (:func:`.parser.parse_line`, the
+reference) in order: a stats line, a retraction, an aborted retraction or request time stats joins
+the same columns; a start-up line (capacity, ``server_args``) or any other event ends the run and is
+kept as the event it is; a damaged line or a line of no kind is counted. The result
+(:class:`BlockResult`) holds nothing of the store, so blocks can be scanned in other processes and
+applied in order (:mod:`.bulk_ingest`); ``tests/test_log_bulk.py`` runs both paths over the corpus,
+fuzzed logs and the bench log and requires the same output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+from ... import metrics
+from ...events import KIND_OF, DecodeBatch, Event, Origin, PrefillBatch, ReqTimeStats, RetractAbort, Retraction
+from ...scheduler.runs import RUN_HISTOGRAMS, ReplicaRun, Run
+from ...scheduler.state import SchedulerStates
+from .lines import LineSplitter
+from .parser import Malformed, parse_line
+from .prefix import parse_origin
+from .templates import FULL, GROUP, SCAN, SCAN_FIELDS
+
+#: Histogram bounds by :class:`~exporter.scheduler.state.ReplicaCounters` attribute.
+_BOUNDS = {
+    "batch_size_decode": metrics.get("sglang_scheduler_batch_size").buckets,
+    "batch_size_prefill": metrics.get("sglang_scheduler_batch_size").buckets,
+    "kv_usage_decode": metrics.get("sglang_scheduler_kv_usage_observed_ratio").buckets,
+    "kv_usage_prefill": metrics.get("sglang_scheduler_kv_usage_observed_ratio").buckets,
+    "prefill_tokens": metrics.get("sglang_scheduler_prefill_batch_tokens").buckets,
+    "queue_wait": metrics.get("sglang_scheduler_queue_wait_seconds").buckets,
+}
+if set(_BOUNDS) != {name for name, _ in RUN_HISTOGRAMS}:  # pragma: no cover - a histogram added to runs only
+    raise AssertionError("bulk: every histogram of a run needs its bounds")
+#: Event types a run takes as columns; every other event (start-up lines, kinds added later) ends it.
+_RUN_EVENTS = (DecodeBatch, PrefillBatch, Retraction, RetractAbort, ReqTimeStats)
+_MEMO_MAX = 4096
+
+
+@dataclass(slots=True)
+class BlockResult:
+    """What a block of lines holds, in order, ready to be applied to the store.
+
+    Attributes:
+        segments: :class:`Run` objects and events of other kinds, in line order.
+        origins: Every identity the block names (checked against the caps before it is applied).
+        lines: Lines the block held after the splitter's rules (a ``\\r`` splits one, an oversized
+            one is dropped).
+        parsed: Lines within the runs, by kind (the events between runs are counted when applied).
+        ignored: Lines of no scheduler kind.
+        malformed: Damaged lines by kind.
+        dropped: Lines dropped for exceeding ``max_line_bytes``.
+    """
+
+    segments: list[Run | Event] = field(default_factory=list)
+    origins: set[Origin] = field(default_factory=set)
+    lines: int = 0
+    parsed: Counter = field(default_factory=Counter)
+    ignored: int = 0
+    malformed: Counter = field(default_factory=Counter)
+    dropped: int = 0
+
+
+class _Builder:
+    """The run being built: replicas by identity object, latest values by scheduler."""
+
+    __slots__ = ("replicas", "latest", "run")
+
+    def __init__(self):
+        self.replicas: dict[int, ReplicaRun] = {}  # by id() of the identity's one Origin object
+        self.latest: dict[str, dict] = {}  # scheduler key -> {key: (line number, value or raw line)}
+        self.run = Run()
+
+    def replica(self, origin: Origin) -> ReplicaRun:
+        rr = self.replicas[id(origin)] = ReplicaRun(origin)
+        self.run.replicas.append(rr)
+        return rr
+
+
+class _Scanner:
+    """Scans blocks; memos of identities and times are kept across blocks.
+
+    Every identity is one :class:`Origin` object (without time), so that a run finds its replica's
+    columns by the object's ``id`` instead of hashing a dataclass per line.
+    """
+
+    def __init__(self):
+        self.identities: dict[tuple, tuple[Origin, str]] = {}
+        self.canonical: dict[Origin, Origin] = {}
+        self.seconds: dict[bytes | None, float | None] = {}
+
+    def scan(self, block: bytes, max_line_bytes: int) -> BlockResult:
+        if len(self.canonical) >= _MEMO_MAX:  # only between blocks: a run needs one object per identity
+            self.identities.clear()
+            self.canonical.clear()
+        res = BlockResult()
+        splitter = LineSplitter(max_line_bytes)
+        b = _Builder()
+        replicas = b.replicas
+        match = SCAN.match
+        identities, seconds = self.identities, self.seconds
+        pending: list[bytes] = []
+        n = 0  # line number within the block: orders a scheduler's latest values
+        (g_actor, g_date, g_tod, g_frac, g_tags, g_fork, g_run, g_use, g_full, g_swa, g_has_prealloc, g_al,
+         g_has_rate, g_dq, g_seq, g_tok, g_cached, g_puse, g_pfull, g_mamba, g_pq, g_has_pd, g_has_pending,
+         g_has_input) = (GROUP[name] for name in SCAN_FIELDS)
+        for part in block.split(b"\n"):
+            m = match(part) if len(part) <= max_line_bytes else None
+            if m is None:
+                pending.append(part)
+                continue
+            if pending:
+                n = self._lines(splitter.decode(pending), res, b, n)
+                pending.clear()
+                replicas = b.replicas
+            g = m.groups()
+            ident = identities.get((g[g_actor], g[g_tags], g[g_fork]))
+            if ident is None:
+                ident = self._identity((g[g_actor], g[g_tags], g[g_fork]), part)
+            origin, key = ident
+            rr = replicas.get(id(origin))
+            if rr is None:
+                rr = b.replica(origin)
+            latest = b.latest.get(key)
+            if latest is None:
+                latest = b.latest[key] = {}
+            stamp = g[g_date]
+            clock = "log"
+            if stamp is None:
+                stamp, clock = g[g_tod], "tod"
+            t = seconds.get(stamp, seconds)
+            if t is seconds:
+                t = self._seconds(stamp)
+            if t is None:  # no time stamp (or a date that is no date)
+                clock = "wall"
+            elif g[g_frac] is not None:
+                frac = g[g_frac]
+                t += int(frac) / 10 ** len(frac)
+            n += 1
+            running = g[g_run]
+            if running is not None:  # Decode batch
+                running = int(running)
+                rr.decode_lines += 1
+                rr.running.append(running)
+                usage = g[g_use]
+                if usage is not None:
+                    rr.decode_top.append(float(usage))
+                    latest[_DECODE_KV_LINE] = (n, part)
+                else:
+                    rr.decode_top.append(max(float(g[g_full]), float(g[g_swa])))
+                    latest[_DECODE_SWA_LINE] = (n, part)
+                al = g[g_al]
+                if al is None:
+                    rr.accept.append(1.0)
+                else:
+                    rr.accept.append(float(al) or 1.0)
+                    latest[_ACCEPT_LEN_LINE] = (n, part)
+                if g[g_has_rate] is not None:
+                    latest[_ACCEPT_RATE_LINE] = (n, part)
+                if g[g_has_prealloc] is not None:
+                    latest[_PREALLOC_LINE] = (n, part)
+                if running:
+                    latest[_MEAN_LINE] = (n, part)
+                rr.queue.append(int(g[g_dq]))
+            else:  # Prefill batch
+                rr.prefill_lines += 1
+                rr.new_seq.append(int(g[g_seq]))
+                rr.new_token.append(int(g[g_tok]))
+                rr.cached_tokens += int(g[g_cached])
+                usage = g[g_puse]
+                if usage is not None:
+                    rr.prefill_top.append(float(usage))
+                    latest[_PREFILL_KV_LINE] = (n, part)
+                else:
+                    rr.prefill_top.append(max(float(g[g_pfull]), float(g[g_mamba])))
+                    latest[_PREFILL_MAMBA_LINE] = (n, part)
+                if g[g_has_pd] is not None:
+                    latest[_PREFILL_PD_LINE] = (n, part)
+                if g[g_has_pending] is not None:
+                    latest[_PENDING_LINE] = (n, part)
+                if g[g_has_input] is not None:
+                    latest[_INPUT_LINE] = (n, part)
+                rr.queue.append(int(g[g_pq]))
+            rr.queue_time.append(t)
+            rr.queue_clock.append(clock)
+        if pending:
+            n = self._lines(splitter.decode(pending), res, b, n)
+        self._end_run(res, b)
+        res.dropped = splitter.dropped
+        res.lines = n
+        return res
+
+    def _identity(self, key: tuple, line: bytes) -> tuple[Origin, str]:
+        """The identity of a template line's prefix, read by the reference (:func:`.prefix.parse_origin`)."""
+        end = FULL.match(line).end("prefix")
+        origin = self._canonical(parse_origin(line[:max(end, 0)].decode("ascii")))
+        ident = self.identities[key] = (origin, SchedulerStates.key(origin))
+        return ident
+
+    def _canonical(self, origin: Origin) -> Origin:
+        """The one object of ``origin``'s identity (its time dropped)."""
+        if origin.log_time is not None or origin.time_of_day_only:
+            origin = replace(origin, log_time=None, time_of_day_only=False)
+        return self.canonical.setdefault(origin, origin)
+
+    def _seconds(self, stamp: bytes | None) -> float | None:
+        """Whole seconds of a time stamp as :func:`.prefix.parse_origin` reads them (no fraction);
+        None without one."""
+        value = None if stamp is None else parse_origin(f"[{stamp.decode('ascii')}] ").log_time
+        if len(self.seconds) >= _MEMO_MAX:
+            self.seconds.clear()
+        self.seconds[stamp] = value
+        return value
+
+    def _lines(self, texts: list[str], res: BlockResult, b: _Builder, n: int) -> int:
+        """Lines that are no template, through the per-line parser in order."""
+        for text in texts:
+            n += 1
+            ev = parse_line(text)
+            kind = type(ev)
+            if ev is None:
+                res.ignored += 1
+            elif kind is Malformed:
+                res.malformed[ev.kind] += 1
+            elif kind in _RUN_EVENTS:
+                origin = self._canonical(ev.origin)
+                if kind is not DecodeBatch and kind is not PrefillBatch:  # those are counted by their run
+                    res.parsed[KIND_OF[kind]] += 1
+                    res.origins.add(origin)
+                _add_event(b, origin, ev, n)
+            else:
+                self._end_run(res, b)
+                res.origins.add(self._canonical(ev.origin))
+                res.segments.append(ev)
+        return n
+
+    @staticmethod
+    def _end_run(res: BlockResult, b: _Builder) -> None:
+        run = b.run
+        if not run.replicas:
+            return
+        for rr in run.replicas:
+            rr.finish(_BOUNDS)
+            res.parsed["decode"] += rr.decode_lines
+            res.parsed["prefill"] += rr.prefill_lines
+            res.origins.add(rr.origin)
+            if rr.decode_lines or rr.prefill_lines:
+                run.stats_schedulers.add(SchedulerStates.key(rr.origin))
+        for key, latest in b.latest.items():
+            run.latest[key] = _resolved(latest)
+        res.segments.append(run)
+        b.__init__()
+
+
+_SCANNER = _Scanner()
+
+
+def scan_block(block: bytes, max_line_bytes: int) -> BlockResult:
+    """Read a block of complete lines (raw bytes joined by ``\\n``, no final ``\\n``).
+
+    Args:
+        block: From :meth:`.lines.LineSplitter.complete`.
+        max_line_bytes: Longest line kept (``--log.max-line-bytes``); longer ones are dropped.
+
+    Returns:
+        The block's :class:`BlockResult`. Never raises on line content.
+    """
+    return _SCANNER.scan(block, max_line_bytes)
+
+
+# -- events of a run -------------------------------------------------------------------------------
+
+def _add_event(b: _Builder, origin: Origin, ev: Event, n: int) -> None:
+    """An event of the per-line parser into its replica's columns and its scheduler's latest values,
+    as ``SchedulerStates.apply`` would apply it."""
+    kind = type(ev)
+    if kind is ReqTimeStats and ev.queue_duration < 0:
+        return  # applied as nothing (not even its scheduler is created)
+    rr = b.replicas.get(id(origin))
+    if rr is None:
+        rr = b.replica(origin)
+    key = SchedulerStates.key(origin)
+    latest = b.latest.get(key)
+    if latest is None:
+        latest = b.latest[key] = {}
+    if kind is ReqTimeStats:
+        rr.queue_wait.append(ev.queue_duration)
+        return
+    if kind is RetractAbort:
+        rr.retract_aborts += 1
+        return
+    if kind is Retraction:
+        rr.retractions += 1
+        rr.retracted.append(ev.retracted_reqs)
+        if ev.new_tokens_gained is not None:
+            rr.gained.append(ev.new_tokens_gained)
+        else:
+            rr.estimated.append((ev.retracted_reqs, _mean(latest)))
+        if ev.new_token_ratio_after is not None:
+            latest[("gauge", "new_token_ratio")] = (n, ev.new_token_ratio_after)
+        return
+    kv = ev.kv
+    top = kv.max_device_ratio
+    if kind is DecodeBatch:
+        rr.decode_lines += 1
+        rr.running.append(ev.running_req)
+        if top is not None:
+            rr.decode_top.append(top)
+        rr.accept.append(ev.accept_len if ev.accept_len else 1.0)
+    else:
+        rr.prefill_lines += 1
+        rr.new_seq.append(ev.new_seq)
+        rr.new_token.append(ev.new_token)
+        if ev.cached_token:
+            rr.cached_tokens += ev.cached_token
+        if top is not None:
+            rr.prefill_top.append(top)
+    if ev.queue_req is not None:
+        rr.queue.append(ev.queue_req)
+        if ev.origin.log_time is not None:
+            rr.queue_time.append(ev.origin.log_time)
+            rr.queue_clock.append("tod" if ev.origin.time_of_day_only else "log")
+        else:
+            rr.queue_time.append(None)
+            rr.queue_clock.append("wall")
+    for name, value in _event_gauges(ev, top):
+        latest[("gauge", name)] = (n, value)
+    for name, value in kv.pools.items():
+        latest[("pool", name)] = (n, value)
+    for name, value in ev.pd_queues.items():
+        latest[("pd", name)] = (n, value)
+    if kind is DecodeBatch and kv.used_tokens is not None and ev.running_req > 0:
+        latest[("mean", "")] = (n, kv.used_tokens / ev.running_req)
+
+
+def _event_gauges(ev: DecodeBatch | PrefillBatch, top: float | None) -> list[tuple[str, object]]:
+    """The gauges a stats event sets (``SchedulerStates._stats_gauges`` and its kind's own)."""
+    out: list[tuple[str, object]] = []
+    if ev.running_req is not None:
+        out.append(("running_requests", ev.running_req))
+    if ev.queue_req is not None:
+        out.append(("queue_requests", ev.queue_req))
+    if ev.kv.pools and top is not None:
+        out.append(("kv_usage_ratio", top))
+    if ev.kv.used_tokens is not None:
+        out.append(("kv_used_tokens", ev.kv.used_tokens))
+    if type(ev) is DecodeBatch:
+        extra = (("gen_throughput", ev.gen_throughput), ("spec_accept_length", ev.accept_len),
+                 ("spec_accept_rate", ev.accept_rate), ("pd_preallocated_usage_ratio", ev.preallocated_usage))
+    else:
+        extra = (("pending_tokens", ev.pending_token), ("input_throughput", ev.input_throughput))
+    out.extend((name, value) for name, value in extra if value is not None)
+    return out
+
+
+# -- latest values ---------------------------------------------------------------------------------
+# A scheduler's latest values are kept as (line number, value); a template line's are read once per
+# run, since most lines are superseded by the next one of their scheduler: the scan notes the latest
+# line of each kind and pool layout, which sets the same keys as every other line of that kind and
+# layout, and the latest line printing each optional field; the end of the run reads them with every
+# field captured (FULL), and each value is kept where no later line set it.
+
+_DECODE_KV_LINE = ("line", "decode", "kv")
+_DECODE_SWA_LINE = ("line", "decode", "swa")
+_ACCEPT_LEN_LINE = ("line", "accept_len")
+_ACCEPT_RATE_LINE = ("line", "accept_rate")
+_PREALLOC_LINE = ("line", "prealloc")
+_MEAN_LINE = ("line", "mean")
+_PREFILL_KV_LINE = ("line", "prefill", "kv")
+_PREFILL_MAMBA_LINE = ("line", "prefill", "mamba")
+_PREFILL_PD_LINE = ("line", "prefill_pd")
+_PENDING_LINE = ("line", "pending")
+_INPUT_LINE = ("line", "input")
+
+
+def _values(key: tuple, m: re.Match) -> list[tuple[tuple[str, str], object]]:
+    """``((table, name), value)`` that the template line noted under ``key`` sets."""
+    f = m.group
+    if key[1] == "decode":
+        if f("d_usage") is not None:
+            pools = [("kv", float(f("d_usage")))]
+            tokens = int(f("d_token"))
+        else:
+            pools = [("full", float(f("d_full_usage"))), ("swa", float(f("d_swa_usage")))]
+            tokens = int(f("d_full_token"))
+        return [(("gauge", "running_requests"), int(f("d_running"))),
+                (("gauge", "queue_requests"), int(f("d_queue"))),
+                (("gauge", "kv_usage_ratio"), max(v for _, v in pools)),
+                (("gauge", "kv_used_tokens"), tokens),
+                (("gauge", "gen_throughput"), float(f("d_gen"))),
+                *((("pool", p), v) for p, v in pools)]
+    if key[1] == "prefill":
+        if f("p_usage") is not None:
+            pools = [("kv", float(f("p_usage")))]
+        else:
+            pools = [("full", float(f("p_full_usage"))), ("mamba", float(f("p_mamba_usage")))]
+        return [(("gauge", "running_requests"), int(f("p_running"))),
+                (("gauge", "queue_requests"), int(f("p_queue"))),
+                (("gauge", "kv_usage_ratio"), max(v for _, v in pools)),
+                *((("pool", p), v) for p, v in pools)]
+    if key is _MEAN_LINE:
+        tokens = int(f("d_token") if f("d_token") is not None else f("d_full_token"))
+        return [(("mean", ""), tokens / int(f("d_running")))]
+    if key is _ACCEPT_LEN_LINE:
+        return [(("gauge", "spec_accept_length"), float(f("d_accept_len")))]
+    if key is _ACCEPT_RATE_LINE:
+        return [(("gauge", "spec_accept_rate"), float(f("d_accept_rate")))]
+    if key is _PREALLOC_LINE:
+        return [(("gauge", "pd_preallocated_usage_ratio"), float(f("d_prealloc_usage"))),
+                (("pd", "prealloc"), int(f("d_prealloc"))), (("pd", "transfer"), int(f("d_transfer"))),
+                (("pd", "retracted"), int(f("d_retracted")))]
+    if key is _PREFILL_PD_LINE:
+        return [(("pd", "bootstrap"), int(f("p_bootstrap"))), (("pd", "inflight"), int(f("p_inflight")))]
+    if key is _PENDING_LINE:
+        return [(("gauge", "pending_tokens"), int(f("p_pending")))]
+    return [(("gauge", "input_throughput"), float(f("p_input")))]
+
+
+def _mean(latest: dict) -> float | None:
+    """The scheduler's tokens per running request so far in the run (None: none in the run yet)."""
+    line, value = latest.get(_MEAN_LINE), latest.get(("mean", ""))
+    if line is not None and (value is None or value[0] < line[0]):
+        return _values(_MEAN_LINE, FULL.match(line[1]))[0][1]
+    return value[1] if value is not None else None
+
+
+def _resolved(latest: dict) -> dict[tuple[str, str], object]:
+    """``latest`` as ``{(table, name): value}``, the noted template lines read."""
+    out = {key: item for key, item in latest.items() if key[0] != "line"}
+    for key, (n, part) in latest.items():
+        if key[0] == "line":
+            for name, value in _values(key, FULL.match(part)):
+                held = out.get(name)
+                if held is None or held[0] < n:
+                    out[name] = (n, value)
+    return {key: value for key, (_, value) in sorted(out.items(), key=lambda kv: kv[1][0])}

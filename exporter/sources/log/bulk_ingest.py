@@ -1,0 +1,151 @@
+"""The ingest step of recorded logs (``--one-shot``): blocks of raw lines through the bulk path,
+scanned on worker processes when the input is large, applied to the store in order.
+
+A tailer whose sink has ``feed_block`` hands it each block of complete lines it reads (about one
+read chunk, 1 MiB) instead of decoded lines. :class:`BulkIngest` scans the block
+(:func:`.bulk.scan_block`) in this process, or submits it to a pool of worker processes and applies
+the results in submission order, so the store sees the lines in file order either way, and counts
+every line in the source's :class:`~.stats.LogStats` as :class:`~.ingest.Ingest` does. Plain lines
+(:meth:`feed`: a file's last line without a newline) wait for the blocks before them.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
+
+from ...events import KIND_OF
+from ...scheduler.runs import Run
+from ...scheduler.store import SchedulerStore
+from .bulk import BlockResult, scan_block
+from .ingest import Ingest
+from .lines import LineSplitter
+from .stats import FileStats, LogStats
+
+log = logging.getLogger(__name__)
+
+#: Inputs at least this large are scanned on worker processes (one per usable core, at most
+#: :data:`MAX_WORKERS`); smaller ones in this process, which starts faster.
+PARALLEL_MIN_BYTES = 16 << 20
+#: Most worker processes.
+MAX_WORKERS = 4
+
+
+def worker_count(total_bytes: int) -> int:
+    """Worker processes for an input of ``total_bytes``: 0 (scan here) below
+    :data:`PARALLEL_MIN_BYTES` or on one usable core, else one per usable core."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    if total_bytes < PARALLEL_MIN_BYTES or cores < 2:
+        return 0
+    return min(cores, MAX_WORKERS)
+
+
+class BulkIngest(Ingest):
+    """An :class:`Ingest` that also takes blocks of raw lines (:meth:`feed_block`).
+
+    Args:
+        store: Where scheduler events and runs go.
+        stats: Where line counts go.
+        clock: Wall-clock source in seconds since the epoch.
+        workers: Worker processes to scan blocks on; 0 scans them in this process.
+    """
+
+    def __init__(self, store: SchedulerStore, stats: LogStats | None = None,
+                 clock: Callable[[], float] = time.time, workers: int = 0):
+        super().__init__(store, stats, clock)
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._pending: deque[tuple[Future, bytes, int, FileStats]] = deque()
+
+    def feed_block(self, block: bytes, max_line_bytes: int, file_stats: FileStats) -> int:
+        """Take a block of complete lines of one file (:meth:`.lines.LineSplitter.complete`).
+
+        Args:
+            block: The raw lines joined by ``\\n``, without the last ``\\n``.
+            max_line_bytes: Longest line kept; longer ones are counted in ``file_stats``.
+            file_stats: The file's statistics (its ``oversized_lines``).
+
+        Returns:
+            Lines applied by this call (0 while the block waits for a worker).
+        """
+        if self.workers <= 0:
+            return self._apply(scan_block(block, max_line_bytes), block, max_line_bytes, file_stats)
+        if self._pool is None:
+            self._pool = _start_pool(self.workers)
+        future = self._pool.submit(scan_block, block, max_line_bytes)
+        self._pending.append((future, block, max_line_bytes, file_stats))
+        applied = 0
+        while len(self._pending) > 2 * self.workers:  # bounded memory: a few blocks in flight
+            applied += self._apply_next()
+        return applied
+
+    def feed(self, lines: Iterable[str]) -> int:
+        """As :meth:`Ingest.feed`, after every block handed over before."""
+        return self.drain() + super().feed(lines)
+
+    def drain(self) -> int:
+        """Apply every block still with a worker, in order; returns the lines applied."""
+        applied = 0
+        while self._pending:
+            applied += self._apply_next()
+        return applied
+
+    def close(self) -> None:
+        """Apply what is pending and stop the worker processes."""
+        try:
+            self.drain()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
+
+    def _apply_next(self) -> int:
+        future, block, max_line_bytes, file_stats = self._pending.popleft()
+        return self._apply(future.result(), block, max_line_bytes, file_stats)
+
+    def _apply(self, res: BlockResult, block: bytes, max_line_bytes: int, file_stats: FileStats) -> int:
+        if res.dropped:
+            file_stats.oversized_lines += res.dropped
+        if not res.lines:
+            return 0
+        wall = self._clock()
+        outcome = self.store.apply_block(res.segments, res.origins, wall)
+        if outcome is None:  # near the scheduler or replica caps: the per-line path decides line by line
+            log.debug("a block names schedulers or replicas near the caps: read line by line")
+            return super().feed(LineSplitter(max_line_bytes).decode(block.split(b"\n")))
+        rejected, failed = outcome
+        stats = self.stats
+        with stats.lock:
+            counts = stats.lines
+            counts[("other", "ignored")] += res.ignored
+            for kind, n in res.malformed.items():
+                counts[(kind, "malformed")] += n
+            for kind, n in res.parsed.items():
+                counts[(kind, "parsed")] += n
+            for seg in res.segments:
+                if type(seg) is not Run:
+                    counts[(KIND_OF[type(seg)], "parsed")] += 1
+            for ev in rejected:
+                kind = KIND_OF[type(ev)]
+                counts[(kind, "parsed")] -= 1
+                counts[(kind, "malformed")] += 1
+            for kind, n in failed.items():
+                counts[(kind, "parsed")] -= n
+                counts[(kind, "malformed")] += n
+            stats.last_line_wall = wall
+        return res.lines
+
+
+def _start_pool(workers: int) -> ProcessPoolExecutor:
+    """Worker processes, forked where the platform allows (they start with the modules loaded)."""
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)

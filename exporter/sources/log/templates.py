@@ -1,0 +1,107 @@
+"""The common line templates of the bulk path: one compiled ``bytes`` pattern for whole lines.
+
+The pattern recognises the ``Prefill batch`` and ``Decode batch`` lines that SGLang prints under its
+own prefix (``docs/log-format.md``), the shapes that make up nearly every line of a busy server's
+log, and captures the fields the scheduler state uses. It is strict on purpose: a line matches only
+when every field has the canonical shape that the per-line parser (:mod:`.parser`, the reference)
+reads to the same value, so a match can skip the parser. Anything else does not match and is
+handed to the parser: other prefixes (wrappers other than a Ray actor tag, Python logging, SGLang
+Omni), other eras and titles, fields in another order or with other spellings, damaged lines,
+``\\r`` inside a line, NUL bytes, non-ASCII digits, values with a sign, an exponent, ``_`` or
+``%``, counts of more than :data:`~exporter.limits.MAX_COUNT_DIGITS` digits.
+
+What a match guarantees, so that no value needs checking again:
+
+* the prefix is SGLang's ``[YYYY-MM-DD HH:MM:SS(.frac)( rank tag)*] `` (or ``HH:MM:SS`` of 2024;
+  the ``[`` may have been lost at a cut), a fork's ``YYYY-MM-DD HH:MM:SS LEVEL pid [file:line] ``,
+  either one after a Ray actor tag ``(Name pid=N) ``, or nothing; rank tags of :mod:`.prefix`'s
+  form only;
+* the title starts the message (:func:`.prefix.starts_message` holds), and it is the first title the
+  parser looks for in the line;
+* every count is 1 to 15 ASCII digits and every number has at most 15 digits before its point,
+  so both are inside :func:`~exporter.limits.in_value_range`, as the parser requires;
+* the line holds no quote, no ``obj=``, no ``\\r`` except one at its end, no NUL, and only ASCII.
+
+Two compilations of one pattern: :data:`SCAN` captures only what every line needs (identity, time,
+the histogrammed and integrated fields, and empty groups that say which optional fields a line
+prints), since each capture costs time on every line; :data:`FULL` captures every field and reads
+the few lines whose values become the latest gauges. Both accept exactly the same lines. The fields
+follow SGLang's order of printing them (``scheduler_metrics_mixin.py``, 2024-06 to 2026-07).
+"""
+
+from __future__ import annotations
+
+import re
+
+_COUNT = rb"\d{1,15}"
+_NUMBER = rb"\d{1,15}(?:\.\d{1,17})?"
+_GRAPH = rb"(?:cuda|cpu|npu|musa) graph: (?:True|False)"
+
+
+def _field(name: str, value: bytes = _NUMBER) -> bytes:
+    return b"(?P<" + name.encode() + b">" + value + b")"
+
+
+_PREFIX = (
+    rb"(?P<prefix>"
+    rb"(?:\((?P<actor>\w{1,64} pid=\d{1,10})\) )?"                       # Ray actor tag (SGLangEngine pid=N)
+    rb"\[?(?:(?P<date>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)|(?P<tod>\d\d:\d\d:\d\d))"  # date and time, or time of day
+    rb"(?:\.(?P<frac>\d{1,9}))?"                                          # fraction of a second
+    rb"(?:(?P<tags>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,6})*)\]"        # SGLang's rank tags, or
+    rb"|(?P<fork> (?:DEBUG|INFO|WARNING|ERROR) \d{1,10} \[[\w.]{1,64}:\d{1,6}\]))"  # a fork's level pid [file:line]
+    rb" )?"                                                               # (or no prefix at all)
+)
+_DECODE = (
+    rb"Decode batch(?: \[\d{1,15}\])?[.,] #running-req: " + _field("d_running", _COUNT) + rb", "
+    rb"(?:#token: " + _field("d_token", _COUNT) + rb", token usage: " + _field("d_usage") + rb", "
+    rb"|#full token: " + _field("d_full_token", _COUNT) + rb", full token usage: " + _field("d_full_usage")
+    + rb", #swa token: \d{1,15}, swa token usage: " + _field("d_swa_usage") + rb", )"
+    rb"(?:pre-allocated usage: (?P<d_has_prealloc>)" + _field("d_prealloc_usage") + rb", #prealloc-req: "
+    + _field("d_prealloc", _COUNT) + rb", #transfer-req: " + _field("d_transfer", _COUNT)
+    + rb", #retracted-req: " + _field("d_retracted", _COUNT) + rb", )?"
+    rb"(?:accept len: " + _field("d_accept_len") + rb", )?"
+    rb"(?:accept rate: (?P<d_has_accept_rate>)" + _field("d_accept_rate") + rb", )?"
+    rb"(?:" + _GRAPH + rb", )?"
+    rb"gen throughput \(token/s\): " + _field("d_gen") + rb", "
+    rb"(?:largest-len: \d{1,15}, )?"
+    rb"#queue-req: " + _field("d_queue", _COUNT)
+)
+_PREFILL = (
+    rb"Prefill batch(?: \[\d{1,15}\])?[.,] #new-seq: " + _field("p_new_seq", _COUNT) + rb", #new-token: "
+    + _field("p_new_token", _COUNT) + rb", #cached-token: " + _field("p_cached", _COUNT) + rb", "
+    rb"(?:cache hit rate: " + _NUMBER + rb"%, )?"
+    rb"(?:token usage: " + _field("p_usage") + rb", |full token usage: " + _field("p_full_usage")
+    + rb", mamba usage: " + _field("p_mamba_usage") + rb", )"
+    rb"#running-req: " + _field("p_running", _COUNT) + rb", #queue-req: " + _field("p_queue", _COUNT)
+    + rb"(?:, #prealloc-req: (?P<p_has_pd>)" + _field("p_bootstrap", _COUNT) + rb", #inflight-req: "
+    + _field("p_inflight", _COUNT) + rb")?"
+    rb"(?:, #pending-token: (?P<p_has_pending>)" + _field("p_pending", _COUNT) + rb")?"
+    rb"(?:, " + _GRAPH + rb")?"
+    rb"(?:, input throughput \(token/s\): (?P<p_has_input>)" + _field("p_input") + rb")?"
+)
+#: One whole line: prefix, then a Decode or a Prefill body, then what the parser strips at the end.
+_SOURCE = _PREFIX + rb"(?:" + _DECODE + rb"|" + _PREFILL + rb")[,.]* ?\r?\Z"
+
+#: Groups that :data:`SCAN` keeps, in this order in ``match.groups()``.
+SCAN_FIELDS = (
+    "actor", "date", "tod", "frac", "tags", "fork",
+    "d_running", "d_usage", "d_full_usage", "d_swa_usage", "d_has_prealloc", "d_accept_len",
+    "d_has_accept_rate", "d_queue",
+    "p_new_seq", "p_new_token", "p_cached", "p_usage", "p_full_usage", "p_mamba_usage", "p_queue",
+    "p_has_pd", "p_has_pending", "p_has_input",
+)
+
+
+def _only(source: bytes, keep: tuple[str, ...]) -> bytes:
+    """``source`` with every named group outside ``keep`` made non-capturing."""
+    return re.sub(rb"\(\?P<(\w+)>", lambda m: m.group(0) if m.group(1).decode() in keep else b"(?:", source)
+
+
+#: Every field captured (``match.group(name)``): for the lines whose values become the latest gauges.
+FULL = re.compile(_SOURCE)
+#: The fields of :data:`SCAN_FIELDS` captured: for every line.
+SCAN = re.compile(_only(_SOURCE, SCAN_FIELDS))
+#: Position of each :data:`SCAN_FIELDS` group in ``SCAN.match(...).groups()``.
+GROUP = {name: SCAN.groupindex[name] - 1 for name in SCAN_FIELDS}
+if SCAN.groups != len(SCAN_FIELDS) or sorted(GROUP.values()) != list(range(len(SCAN_FIELDS))):
+    raise AssertionError("templates: SCAN_FIELDS must list SCAN's groups in pattern order")

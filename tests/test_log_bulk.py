@@ -1,0 +1,158 @@
+"""The bulk path of recorded logs (exporter/sources/log/bulk.py, templates.py, bulk_ingest.py,
+exporter/scheduler/runs.py) against the per-line path, its reference: the same bytes read both ways
+give the same /metrics text, byte for byte, over the whole corpus, fuzzed logs and the bench log,
+in one process and on worker processes, in one read and in many small ones."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+
+import pytest
+from bulk_support import TEMPLATE_TITLES, corpus_lines, exposition, fuzzed_log, mutate
+from conftest import ROOT, corpus_files
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from exporter.limits import MAX_SCHEDULERS
+from exporter.sources.log import bulk_ingest, file as file_module
+from exporter.sources.log.bulk import scan_block
+from exporter.sources.log.parser import parse_line
+from exporter.sources.log.prefix import parse_origin
+from exporter.sources.log.templates import FULL, SCAN
+from exporter.events import DecodeBatch, PrefillBatch
+
+
+def _same(path, monkeypatch, workers=0, **kw) -> str:
+    want = exposition(path, bulk=False, **kw)
+    got = exposition(path, bulk=True, workers=workers, monkeypatch=monkeypatch, **kw)
+    assert got == want
+    return got
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name[:3])
+def test_every_corpus_log_gives_the_same_metrics(path, monkeypatch):
+    _same(path, monkeypatch)
+
+
+def test_the_whole_corpus_in_small_reads_on_workers(tmp_path, monkeypatch):
+    """Every corpus log one after the other, read 4 KiB at a time (blocks end mid-line, mid-run) and
+    scanned by two worker processes, then applied in order."""
+    path = tmp_path / "corpus.log"
+    path.write_bytes(b"\n".join(corpus_lines()) + b"\n")
+    monkeypatch.setattr(file_module, "READ_CHUNK", 4096)
+    text = _same(path, monkeypatch, workers=2)
+    assert 'sglang_scheduler_batches_total{dp_rank="0",phase="decode"}' in text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fuzzed_logs_give_the_same_metrics(tmp_path, monkeypatch, seed):
+    path = tmp_path / "fuzz.log"
+    path.write_bytes(fuzzed_log(seed, 4000))
+    monkeypatch.setattr(file_module, "READ_CHUNK", 1 << (12 + seed % 5))
+    kw = {"max_line_bytes": 1024} if seed % 3 == 0 else {}
+    if seed % 2:
+        kw["chunked_prefill_size"] = 4096
+    _same(path, monkeypatch, workers=2 if seed < 2 else 0, **kw)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2 ** 32 - 1), lines=st.integers(1, 300), chunk=st.integers(64, 4096),
+       interval=st.sampled_from([1, 40]))
+def test_fuzzed_logs_any_chunking(tmp_path_factory, monkeypatch, seed, lines, chunk, interval):
+    path = tmp_path_factory.mktemp("bulk") / "fuzz.log"
+    path.write_bytes(fuzzed_log(seed, lines))
+    monkeypatch.setattr(file_module, "READ_CHUNK", chunk)
+    _same(path, monkeypatch, max_line_bytes=1024, decode_log_interval=interval)
+
+
+def test_the_bench_log_on_workers(tmp_path, monkeypatch):
+    """bench/genlog.py's log (every prefix style and era of the corpus, re-clocked), 1 MiB reads."""
+    spec = importlib.util.spec_from_file_location("genlog", ROOT / "bench" / "genlog.py")
+    genlog = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(genlog)
+    path = tmp_path / "bench.log"
+    genlog.build(str(path), 40_000, str(ROOT / "tests" / "corpus"))
+    text = _same(path, monkeypatch, workers=2)
+    assert 'sglang_exporter_log_lines_total{kind="decode",result="parsed"} 2' in text
+
+
+def test_beyond_the_scheduler_cap_lines_are_rejected_as_the_per_line_path_rejects_them(tmp_path, monkeypatch):
+    """A block naming more schedulers than the cap is read line by line; the others in bulk."""
+    line = ("[2026-09-13 16:00:{s:02d} DP{dp} TP0] Decode batch, #running-req: 3, #token: 30, token usage: 0.10, "
+            "cuda graph: False, gen throughput (token/s): 10.00, #queue-req: {q}")
+    rows = [line.format(s=i % 60, dp=i % 8, q=i % 5) for i in range(3000)]
+    rows += [line.format(s=i % 60, dp=i, q=1) for i in range(MAX_SCHEDULERS + 40)]
+    rows += [line.format(s=i % 60, dp=i % 8, q=i % 3) for i in range(3000)]
+    path = tmp_path / "garbage-ranks.log"
+    path.write_text("\n".join(rows) + "\n")
+    monkeypatch.setattr(file_module, "READ_CHUNK", 8192)
+    text = _same(path, monkeypatch, workers=2)
+    assert 'sglang_exporter_log_lines_total{kind="decode",result="malformed"} 40.0' in text
+
+
+def test_start_up_lines_change_what_follows_in_order(tmp_path, monkeypatch):
+    """server_args (decode_log_interval) and capacity lines (chunked_prefill_size) between runs: the
+    runs before and after each use the values in force at their lines."""
+    decode = ("[2026-09-13 16:00:{s:02d} TP0] Decode batch, #running-req: {r}, #token: 30, token usage: 0.10, "
+              "cuda graph: False, gen throughput (token/s): 10.00, #queue-req: 2")
+    prefill = ("[2026-09-13 16:00:{s:02d} TP0] Prefill batch, #new-seq: 2, #new-token: {t}, #cached-token: 0, "
+               "token usage: 0.10, #running-req: 1, #queue-req: 3")
+    rows = [decode.format(s=1, r=4), prefill.format(s=2, t=8192), prefill.format(s=3, t=100)]
+    rows.append("[2026-09-13 16:00:04 TP0] server_args=ServerArgs(decode_log_interval=10, chunked_prefill_size=8192)")
+    rows += [decode.format(s=5, r=4), prefill.format(s=6, t=8192), prefill.format(s=7, t=100)]
+    rows.append("[2026-09-13 16:00:08 TP0] max_total_num_tokens=1000, chunked_prefill_size=100, max_prefill_tokens=10")
+    rows += [prefill.format(s=9, t=100), prefill.format(s=10, t=50), decode.format(s=11, r=5)]
+    path = tmp_path / "startup.log"
+    path.write_text("\n".join(rows))
+    text = _same(path, monkeypatch)
+    assert 'sglang_scheduler_batches_total{dp_rank="0",phase="decode"} 60.0' in text  # 40, then 10 and 10
+    # 2 + 2; 2 + (2 - 1: the 8192-token line ended in a chunk); 2 + (2 - 1: so did the 100-token one)
+    assert 'sglang_scheduler_admitted_requests_total{dp_rank="0"} 10.0' in text
+
+
+def _template_lines() -> list[bytes]:
+    rng = random.Random(7)
+    real = [line for line in corpus_lines() if line.strip()]
+    templated = [line for line in real if any(t in line for t in TEMPLATE_TITLES)]
+    return real + [mutate(rng, real, templated) for _ in range(20_000)]
+
+
+def test_a_template_line_is_what_the_parser_reads():
+    """Every corpus line and 20,000 mutated ones: the scan and full patterns accept the same lines;
+    a line they accept is a Prefill or Decode line to the parser, with the same identity and time,
+    and the bulk path's columns for it hold the parser's values."""
+    matched = 0
+    for line in _template_lines():
+        m = SCAN.match(line)
+        assert (m is None) == (FULL.match(line) is None), line
+        if m is None:
+            continue
+        matched += 1
+        text = line.decode("ascii").removesuffix("\r")
+        ev = parse_line(text)
+        assert type(ev) in (DecodeBatch, PrefillBatch), line
+        full = FULL.match(line)
+        assert parse_origin(text[:max(full.end("prefix"), 0)]) == ev.origin, line
+        (run,) = scan_block(line, 1 << 20).segments
+        (rr,) = run.replicas
+        assert rr.origin.dp_rank == ev.origin.dp_rank and rr.origin.replica == ev.origin.replica
+        assert list(rr.queue_time) == [ev.origin.log_time] or ev.origin.log_time is None
+        if type(ev) is DecodeBatch:
+            assert list(rr.running) == [ev.running_req] and list(rr.queue) == [ev.queue_req]
+            assert list(rr.decode_top) == [ev.kv.max_device_ratio]
+            assert list(rr.accept) == [ev.accept_len if ev.accept_len else 1.0]
+        else:
+            assert (list(rr.new_seq), list(rr.new_token)) == ([ev.new_seq], [ev.new_token])
+            assert rr.cached_tokens == (ev.cached_token or 0) and list(rr.prefill_top) == [ev.kv.max_device_ratio]
+    assert matched > 5_000
+
+
+def test_worker_count_uses_one_core_for_small_inputs(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert bulk_ingest.worker_count(bulk_ingest.PARALLEL_MIN_BYTES - 1) == 0
+    assert bulk_ingest.worker_count(bulk_ingest.PARALLEL_MIN_BYTES) == 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert bulk_ingest.worker_count(1 << 40) == 0
