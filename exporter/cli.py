@@ -12,27 +12,30 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from .demo import Replayer, sample_log_path
 from .paths import display_path, file_problem
 from .scheduler.collector import PipelineCollector, SchedulerCollector
 from .scheduler.state import SchedulerStates
 from .scheduler.store import SchedulerStore
 from .selfmetrics import GuardedCollectors
 from .settings import Settings, SettingsError, load_settings, parse_listen_address, unknown_environment
-from .sources.gpu import GpuCollector, make_poller
 from .sources.log.glob import has_glob
 from .sources.log.source import LogSource
 from .status import PROG, ExitStatus, error, os_error, usage_error
-from .web import WebServer, make_app
+
+if TYPE_CHECKING:
+    from .sources.gpu import GpuCollector
+
+# Each mode imports what it uses only (the HTTP server, NVML, the demo and the report are loaded by
+# the mode that needs them), so that one-shot starts fast and the sidecar holds less memory.
 
 log = logging.getLogger("sglang_exporter")
 
@@ -134,7 +137,11 @@ def _log_path_setting(settings: Settings) -> str:
 
 
 def _one_shot(settings: Settings, store: SchedulerStore) -> int:
-    paths = settings.log.paths or [str(sample_log_path())]
+    if settings.log.paths:
+        paths = settings.log.paths
+    else:
+        from .demo import sample_log_path
+        paths = [str(sample_log_path())]
     for path in paths:
         if has_glob(path):
             if not any(os.path.isfile(m) for m in glob.glob(path)):
@@ -162,10 +169,16 @@ def _warn_no_scheduler_lines(log_source: LogSource) -> ExitStatus:
 
 
 def _serve(settings: Settings, store: SchedulerStore) -> int:
+    from .web import WebServer, make_app
+
     stop = threading.Event()
     replayer = None
     tmpdir = None
     if settings.demo and not settings.log.path:
+        import tempfile
+
+        from .demo import Replayer
+
         tmpdir = tempfile.TemporaryDirectory(prefix="sglang-exporter-demo-")
         demo_path = Path(tmpdir.name) / "sglang.log"
         demo_path.touch()
@@ -191,15 +204,19 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
                                 f"ZeroMQ refuses it: {exc}")
     # NVML describes this machine now, so it runs only here, never in one-shot mode (a recorded log).
     # The demo promises to run without a GPU: there, a machine without NVML is said at INFO, not WARNING.
-    gpu_poller = make_poller(settings.gpu, gpu_optional=settings.demo) if settings.gpu.enabled else None
+    gpu_poller = gpu = None
+    if settings.gpu.enabled:
+        from .sources.gpu import GpuCollector, make_poller
+
+        gpu_poller = make_poller(settings.gpu, gpu_optional=settings.demo)
+        gpu = GpuCollector(gpu_poller)
     # SGLang Omni's endpoints describe the server now, so they are polled only here, like NVML.
     omni_poller = None
     if settings.omni.url:
         from .sources.omni import OmniCollector, make_poller as make_omni_poller
 
         omni_poller = make_omni_poller(settings.omni)
-    registry = build_registry(store, log_source, settings.sglang.idle_after,
-                              GpuCollector(gpu_poller) if gpu_poller is not None else None,
+    registry = build_registry(store, log_source, settings.sglang.idle_after, gpu,
                               fpm.collector if fpm is not None else None,
                               OmniCollector(omni_poller) if omni_poller is not None else None)
     host, port = parse_listen_address(settings.web.listen_address)

@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -315,3 +316,39 @@ def test_configuration_doc_has_a_row_for_every_exit_status():
     table = table[:table.index("\n## ")]
     for member in ExitStatus:
         assert re.search(rf"^\| {int(member)} \|", table, re.M), f"docs/configuration.md: no row for {member!r}"
+
+
+# --- what each mode loads ------------------------------------------------------------------------
+
+_PROBE = """
+import sys
+from exporter.cli import main
+{call}
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+def _modules_after(call: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", _PROBE.format(call=call)], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT, env=dict(os.environ, SGLANG_EXPORTER_GPU__ENABLED="false"))
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.split("\n")[-2].split())
+
+
+def test_one_shot_loads_no_http_server_nvml_demo_or_report():
+    """One-shot reads a recorded log: the HTTP server, the GPU poller, NVML and the report stay unloaded."""
+    small = CORPUS / "005-no-timestamp-single-decode-line.log"
+    loaded = _modules_after(f"main(['--one-shot', '--log.path', {str(small)!r}])")
+    assert "exporter.sources.log.bulk" in loaded
+    assert not loaded & {"waitress", "exporter.web", "exporter.sources.gpu.poller", "pynvml", "exporter.demo",
+                         "exporter.report", "zmq", "multiprocessing"}, loaded
+    assert "watchdog.observers" not in loaded
+
+
+def test_the_sidecar_without_gpu_loads_no_nvml_bulk_path_or_report():
+    """What the live sidecar imports before it serves, with --gpu.enabled false (from the environment)."""
+    loaded = _modules_after("import exporter.cli as c; c._serve = lambda settings, store: 0; "
+                            "main(['--log.path', '/nonexistent/sglang.log'])")
+    assert not loaded & {"exporter.sources.gpu.poller", "exporter.sources.gpu.collector", "pynvml",
+                         "exporter.sources.log.bulk", "exporter.sources.log.bulk_ingest", "multiprocessing",
+                         "exporter.report", "exporter.demo"}, loaded

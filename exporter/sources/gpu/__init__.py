@@ -13,8 +13,22 @@ Data flow, one module per step::
 
 from __future__ import annotations
 
-from .collector import GpuCollector
-from .poller import GpuPoller, GpuStatus, make_poller
-from .session import error_kind
+import importlib
+from typing import TYPE_CHECKING
 
 __all__ = ["GpuCollector", "GpuPoller", "GpuStatus", "error_kind", "make_poller"]
+_HOME = {"GpuCollector": "collector", "GpuPoller": "poller", "GpuStatus": "poller", "make_poller": "poller",
+         "error_kind": "session"}
+
+if TYPE_CHECKING:
+    from .collector import GpuCollector
+    from .poller import GpuPoller, GpuStatus, make_poller
+    from .session import error_kind
+
+
+def __getattr__(name: str):
+    """The package's names, imported on first use: a sidecar with ``--gpu.enabled false`` (or the
+    settings, which need only :mod:`.devices`) never loads the poller, the collector or NVML."""
+    if name in _HOME:
+        return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,12 +12,11 @@ every line in the source's :class:`~.stats.LogStats` as :class:`~.ingest.Ingest`
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 
 from ...events import KIND_OF
 from ...scheduler.runs import Run
@@ -62,7 +61,7 @@ class BulkIngest(Ingest):
                  clock: Callable[[], float] = time.time, workers: int = 0):
         super().__init__(store, stats, clock)
         self.workers = workers
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool = None
         self._pending: deque[tuple[Future, bytes, int, FileStats]] = deque()
 
     def feed_block(self, block: bytes, max_line_bytes: int, file_stats: FileStats) -> int:
@@ -144,8 +143,11 @@ class BulkIngest(Ingest):
         return res.lines
 
 
-def _start_pool(workers: int) -> ProcessPoolExecutor:
+def _start_pool(workers: int):
     """Worker processes, forked where the platform allows (they start with the modules loaded)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)

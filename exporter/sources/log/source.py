@@ -14,9 +14,15 @@ from ...scheduler.store import SchedulerStore
 from .collector import LogCollector
 from .follower import CATCH_UP_TIMEOUT, STALL_SECONDS, Follower
 from .glob import GlobTailer, has_glob, make_sources
-from .bulk_ingest import BulkIngest, worker_count
 from .ingest import Ingest
 from .stats import LogStats
+
+
+def worker_count(total_bytes: int) -> int:
+    """Worker processes for the bulk path (:func:`.bulk_ingest.worker_count`)."""
+    from .bulk_ingest import worker_count as count
+
+    return count(total_bytes)
 
 
 def _input_bytes(paths: Sequence[str]) -> int:
@@ -66,7 +72,12 @@ class LogSource:
                  bulk: bool = False):
         self.stats = LogStats()
         self.paths = list(paths)
-        self.ingest = BulkIngest(store, self.stats, clock) if bulk else Ingest(store, self.stats, clock)
+        if bulk:  # recorded logs only: the live sidecar never loads the bulk path or multiprocessing
+            from .bulk_ingest import BulkIngest
+
+            self.ingest: Ingest = BulkIngest(store, self.stats, clock)
+        else:
+            self.ingest = Ingest(store, self.stats, clock)
         self.tailers = make_sources(paths, self.ingest, self.stats, from_beginning=from_beginning,
                                     max_line_bytes=max_line_bytes, rotate_wait=rotate_wait,
                                     max_files_per_glob=max_files_per_glob)
@@ -85,9 +96,9 @@ class LogSource:
             Lines counted (parsed, ignored or malformed).
         """
         before = sum(self.stats.snapshot().lines.values())
-        ingest = self.ingest
-        if isinstance(ingest, BulkIngest):
-            ingest.workers = worker_count(_input_bytes(self.paths))
+        bulk = getattr(self.ingest, "feed_block", None) is not None
+        if bulk:
+            self.ingest.workers = worker_count(_input_bytes(self.paths))
         try:
             for tailer in self.tailers:
                 if isinstance(tailer, GlobTailer):  # every match, one at a time: the cap is for following
@@ -95,12 +106,12 @@ class LogSource:
                 else:
                     tailer.poll()
                     tailer.flush()
-            if isinstance(ingest, BulkIngest):
-                ingest.drain()
-            ingest.finish()  # the end of the recording: SGLang Omni's held start-up lines are decided
+            if bulk:
+                self.ingest.drain()
+            self.ingest.finish()  # the end of the recording: SGLang Omni's held start-up lines are decided
         finally:
-            if isinstance(ingest, BulkIngest):
-                ingest.close()
+            if bulk:
+                self.ingest.close()
             for tailer in self.tailers:
                 tailer.close()
         return sum(self.stats.snapshot().lines.values()) - before
