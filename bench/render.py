@@ -1,4 +1,6 @@
-"""Time the ``/metrics`` render (``generate_latest`` of the command's registry) with 8 DP ranks and 8 GPUs.
+"""Time the ``/metrics`` render with 8 DP ranks and 8 GPUs: prometheus_client's ``generate_latest``
+of the command's registry, and the command's renderer (``exporter/exposition.py``) with nothing
+changed between scrapes and with every DP rank changed.
 
 Run by ``bench/run.py`` with the project's interpreter; prints one JSON object. The scheduler state is
 filled by feeding the bench log's Prefill/Decode/retraction lines re-tagged ``DP<d> TP<d>`` for
@@ -15,7 +17,6 @@ import inspect
 import json
 import os
 import re
-import statistics
 import sys
 import time
 
@@ -58,12 +59,18 @@ def _gpu_collector():
     return GpuCollector(poller), poller, "tests/gpu_fake.py FakeNvml, 8 x FakeGpu"
 
 
+def _p(times: list[float], q: float) -> float:
+    times = sorted(times)
+    return 1e3 * times[min(len(times) - 1, int(q * len(times)))]
+
+
 def main() -> None:
     log = sys.argv[1]
     iterations = int(sys.argv[2]) if len(sys.argv) > 2 else 300
     from prometheus_client import generate_latest  # noqa: PLC0415
 
     from exporter.cli import build_registry  # noqa: PLC0415
+    from exporter.exposition import Renderer  # noqa: PLC0415
     from exporter.scheduler.state import SchedulerStates  # noqa: PLC0415
     from exporter.scheduler.store import SchedulerStore  # noqa: PLC0415
     from exporter.sources.log.source import LogSource  # noqa: PLC0415
@@ -82,22 +89,38 @@ def main() -> None:
         gpu = None
     registry = build_registry(store, log_source, 3600.0, **kw)
     body = generate_latest(registry)
-    times = []
+    # 1. prometheus_client's generate_latest over the whole registry, as before the render cache
+    library = []
     for _ in range(iterations):
         t = time.perf_counter()
         generate_latest(registry)
-        times.append(time.perf_counter() - t)
+        library.append(time.perf_counter() - t)
     collect = []  # the collectors alone (state snapshot -> metric families), without text encoding
     for _ in range(iterations):
         t = time.perf_counter()
         for _family in registry.collect():
             pass
         collect.append(time.perf_counter() - t)
+    # 2. the /metrics renderer, nothing changed between scrapes (an idle server, concurrent scrapes)
+    renderer = Renderer(registry)
+    same_body, _ = renderer.render()
+    unchanged = []
+    for _ in range(iterations):
+        t = time.perf_counter()
+        renderer.render()
+        unchanged.append(time.perf_counter() - t)
+    # 3. the /metrics renderer, every DP rank printed one more line between scrapes (a busy server)
+    changed = []
+    for i in range(iterations):
+        log_source.ingest.feed(lines[(8 * i) % len(lines):(8 * i) % len(lines) + 8])
+        t = time.perf_counter()
+        renderer.render()
+        changed.append(time.perf_counter() - t)
     if poller is not None:
         poller.stop(timeout=2)
-    times.sort()
     text = body.decode()
     gpus = len({m for m in re.findall(r'sglang_gpu_\w+\{[^}]*uuid="([^"]+)"', text)})
+    volatile = re.compile(rb"^(sglang_exporter_collector_duration_seconds|sglang_gpu_snapshot_age_seconds).*\n", re.M)
     print(json.dumps({
         "dp_ranks": len(store.states.schedulers),
         "gpus": gpus,
@@ -105,11 +128,16 @@ def main() -> None:
         "series": sum(1 for ln in text.splitlines() if ln and not ln.startswith("#")),
         "bytes": len(body),
         "iterations": iterations,
-        "p50_ms": 1e3 * statistics.median(times),
-        "p99_ms": 1e3 * times[min(len(times) - 1, int(0.99 * len(times)))],
-        "mean_ms": 1e3 * statistics.fmean(times),
-        "collect_p50_ms": 1e3 * statistics.median(collect),
-        "encode_p50_ms_estimate": 1e3 * (statistics.median(times) - statistics.median(collect)),
+        "library_p50_ms": _p(library, 0.5),
+        "library_p99_ms": _p(library, 0.99),
+        "collect_p50_ms": _p(collect, 0.5),
+        "unchanged_p50_ms": _p(unchanged, 0.5),
+        "unchanged_p99_ms": _p(unchanged, 0.99),
+        "changed_p50_ms": _p(changed, 0.5),
+        "changed_p99_ms": _p(changed, 0.99),
+        "p50_ms": _p(unchanged, 0.5),
+        "p99_ms": _p(unchanged, 0.99),
+        "renderer_equals_library": volatile.sub(b"", same_body) == volatile.sub(b"", body),
     }))
 
 

@@ -1,15 +1,18 @@
 """HTTP endpoint: ``/metrics`` (configurable), ``/healthz`` and a landing page at ``/``.
 
-Metrics are encoded by prometheus_client's WSGI app (content negotiation for OpenMetrics, gzip, the
-``name[]`` filter); this module only routes, and serves with waitress, whose limits bound what a
-client can make the sidecar hold (see :class:`Limits`): header bytes per request, open connections,
-worker threads, and (added here: waitress has only an inactivity timeout) a deadline for receiving
-each request whole, so a client that trickles a header line now and then is dropped.
+Metrics are encoded by prometheus_client's encoders through :class:`~.exposition.Renderer` (content
+negotiation for OpenMetrics, gzip, the ``name[]`` filter, as the library's WSGI app does; one render
+at a time, shared by concurrent scrapes, unchanged families not encoded again); this module routes,
+and serves with waitress, whose limits bound what a client can make the sidecar hold (see
+:class:`Limits`): header bytes per request, open connections, worker threads, and (added here:
+waitress has only an inactivity timeout) a deadline for receiving each request whole, so a client
+that trickles a header line now and then is dropped.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import html
 import logging
 import resource
@@ -18,13 +21,17 @@ import threading
 import time
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from urllib.parse import parse_qs
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import gzip_accepted
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 
 from . import __version__
+from .exposition import Renderer
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +81,19 @@ def make_app(registry: CollectorRegistry, telemetry_path: str = "/metrics",
         ``/`` -> an HTML page linking to the metrics, anything else -> 404; methods other than GET and
         HEAD -> 405.
     """
-    metrics_app = make_wsgi_app(registry)
+    renderer = Renderer(registry)
+
+    def metrics_app(environ, start_response):
+        arrived = renderer.clock()
+        names = parse_qs(environ.get("QUERY_STRING", "")).get("name[]")
+        body, content_type = renderer.render(environ.get("HTTP_ACCEPT"), names, arrived)
+        headers = [("Content-Type", content_type)]
+        if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", "")):  # outside the render lock
+            body = gzip.compress(body)
+            headers.append(("Content-Encoding", "gzip"))
+        start_response("200 OK", headers)
+        return [body]
+
     landing = (
         "<html><head><title>sglang-exporter</title></head><body><h1>sglang-exporter "
         f"{html.escape(__version__)}</h1><p>Prometheus exporter for SGLang scheduler logs.</p><ul>"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 
 from conftest import CORPUS, ROOT
 from exporter_support import fake_gpu_poller, one_shot
@@ -82,3 +83,181 @@ def test_full_registry_exposition_lints_clean(promtool):
     text = generate_latest(build_registry(store, LogSource([], store), None))
     result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=60)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+
+
+# --- the /metrics renderer (exporter/exposition.py) ---------------------------------------------
+
+OPENMETRICS = "application/openmetrics-text; version=1.0.0"
+_DURATION = re.compile(r"^sglang_exporter_collector_duration_seconds.*\n", re.M)
+
+
+def _live_registry(lines: list[str]):
+    from scheduler_support import DECODE
+
+    store = SchedulerStore(SchedulerStates())
+    log = LogSource([], store)
+    log.ingest.feed(lines or [DECODE.format(s=1, tags=" DP0 TP0", r=1, t=1, q=0)])
+    return log, build_registry(store, log, 3600.0)
+
+
+def test_the_renderer_serves_what_the_library_encodes_in_both_formats():
+    """Family by family, with unchanged families' text reused, the body is byte for byte the library's
+    own (text format and OpenMetrics, name[] filter), before and after the state changes."""
+    from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
+    from scheduler_support import DECODE, PREFILL
+
+    from exporter.exposition import Renderer
+
+    lines = [DECODE.format(s=i % 60, tags=f" DP{i % 4} TP{i % 4}", r=i, t=10 * i, q=i % 7) for i in range(200)]
+    lines += [PREFILL.format(s=i % 60, tags=f" DP{i % 4} TP{i % 4}", n=1 + i % 3, t=100 + i, q=i % 5)
+              for i in range(200)]
+    log, registry = _live_registry(lines)
+    renderer = Renderer(registry)
+    for round_ in range(3):
+        text, content_type = renderer.render()
+        assert content_type.startswith("text/plain")
+        assert _DURATION.sub("", text.decode()) == _DURATION.sub("", generate_latest(registry).decode())
+        om, content_type = renderer.render(OPENMETRICS)
+        assert content_type.startswith("application/openmetrics-text") and om.endswith(b"# EOF\n")
+        assert _DURATION.sub("", om.decode()) == _DURATION.sub("", openmetrics_latest(registry).decode())
+        only, _ = renderer.render(names=["sglang_scheduler_retractions_total", "sglang_exporter_build_info"])
+        assert {ln.split("{")[0].split(" ")[0] for ln in only.decode().splitlines() if not ln.startswith("#")} == {
+            "sglang_scheduler_retractions_total", "sglang_exporter_build_info"}
+        log.ingest.feed([DECODE.format(s=round_, tags=" DP9 TP9", r=5, t=50, q=1)])  # a new scheduler
+
+
+def test_unchanged_families_are_not_encoded_again(monkeypatch):
+    """While the store's generation and the schedulers' freshness stand, the scheduler collector yields
+    the same families and the renderer reuses their text; a new line changes both."""
+    from scheduler_support import DECODE
+
+    from exporter import exposition
+
+    log, registry = _live_registry([DECODE.format(s=i, tags=f" DP{i % 8} TP0", r=i, t=i, q=1) for i in range(64)])
+    encoded = []
+    real = exposition.Renderer._encode
+
+    def counting(self, encoder, content_type):
+        calls = []
+        wrapped = lambda one: calls.append(one.family.name) or encoder(one)  # noqa: E731
+        body = real(self, wrapped, content_type)
+        encoded.append(calls)
+        return body
+
+    monkeypatch.setattr(exposition.Renderer, "_encode", counting)
+    renderer = exposition.Renderer(registry)
+    renderer.render()
+    renderer.render(arrived=renderer.clock())
+    first, second = encoded
+    assert "sglang_scheduler_batch_size" in first and "sglang_scheduler_batch_size" not in second
+    assert "sglang_exporter_collector_duration_seconds" in second  # changes every scrape
+    log.ingest.feed([DECODE.format(s=1, tags=" DP3 TP0", r=7, t=7, q=1)])
+    renderer.render(arrived=renderer.clock())
+    assert "sglang_scheduler_batch_size" in encoded[2]
+
+
+def test_concurrent_scrapes_share_renders_never_older_than_themselves():
+    """64 scrapes at once cost a few renders, one at a time; each body comes from a render that started
+    after its scrape arrived."""
+    import threading
+
+    from exporter.exposition import Renderer
+
+    log, registry = _live_registry([])
+    renderer = Renderer(registry)
+    inside, most = [0], [0]
+    real = renderer._encode
+
+    def encode(*args):
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        try:
+            time.sleep(0.05)  # a render long enough for the other scrapes to arrive meanwhile
+            return real(*args)
+        finally:
+            inside[0] -= 1
+
+    renderer._encode = encode
+    start = threading.Barrier(64)
+    bodies = []
+
+    def scrape():
+        start.wait()
+        arrived = renderer.clock()
+        body, _ = renderer.render(arrived=arrived)
+        bodies.append((arrived, body))
+
+    threads = [threading.Thread(target=scrape) for _ in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(bodies) == 64 and most[0] == 1
+    assert renderer.renders <= 4, renderer.renders
+    assert all(b"sglang_scheduler_batches_total" in body for _, body in bodies)
+
+
+def test_a_scrape_storm_does_not_hold_up_the_log_reader(tmp_path):
+    """The real command with 64 schedulers (about 9,000 series): lines appended at 500 per second are
+    read as promptly while 32 clients scrape without pause as while nobody scrapes."""
+    import threading
+    import urllib.request
+
+    from exporter_support import Exporter
+    from scheduler_support import DECODE
+
+    path = tmp_path / "sglang.log"
+    path.write_text("".join(DECODE.format(s=dp % 60, tags=f" DP{dp} TP0", r=1, t=1, q=0) + "\n"
+                            for dp in range(64)))
+    exp = Exporter("--log.path", str(path), "--log.from-beginning", "--gpu.enabled", "false")
+    written = [64]
+
+    def lines_read() -> float:
+        return sum(v for (name, _), v in exp.metrics().items() if name == "sglang_exporter_log_lines_total")
+
+    def lag_while_writing(seconds: float, rate: float = 500.0) -> float:
+        """Most lines written but not yet read, sampled every 0.2 s while appending."""
+        worst = 0.0
+        with open(path, "a") as f:
+            end = time.monotonic() + seconds
+            next_sample = time.monotonic()
+            while time.monotonic() < end:
+                dp = written[0] % 64
+                f.write(DECODE.format(s=written[0] % 60, tags=f" DP{dp} TP0", r=2, t=2, q=1) + "\n")
+                f.flush()
+                written[0] += 1
+                if time.monotonic() >= next_sample:
+                    worst = max(worst, written[0] - lines_read())
+                    next_sample += 0.2
+                time.sleep(1.0 / rate)
+        return worst
+
+    try:
+        exp.wait_for(lambda m: len([k for k in m if k[0] == "sglang_scheduler_running_requests"]) == 64,
+                     "64 schedulers")
+        quiet = lag_while_writing(3.0)
+        stop = threading.Event()
+        scrapes = [0]
+
+        def storm():
+            while not stop.is_set():
+                with urllib.request.urlopen(f"http://127.0.0.1:{exp.port}/metrics", timeout=30) as r:
+                    r.read()
+                scrapes[0] += 1
+
+        clients = [threading.Thread(target=storm, daemon=True) for _ in range(32)]
+        for c in clients:
+            c.start()
+        try:
+            stormy = lag_while_writing(3.0)
+        finally:
+            stop.set()
+            for c in clients:
+                c.join(30)
+        assert scrapes[0] > 32
+        # Before renders were bounded and shared, the reader fell thousands of lines behind here.
+        assert stormy <= max(4 * quiet, 250), (quiet, stormy)
+        exp.wait_for(lambda m: sum(v for (n, _), v in m.items() if n == "sglang_exporter_log_lines_total")
+                     >= written[0], "every line read")
+    finally:
+        exp.terminate()

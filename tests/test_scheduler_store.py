@@ -81,3 +81,31 @@ def test_snapshots_and_applies_from_many_threads_never_see_half_a_batch():
     stop.set()
     t.join()
     assert seen and all(batches % 2 == 0 and tokens == 5 * batches for batches, tokens in seen)
+
+
+def test_a_snapshot_reduces_replicas_outside_the_lock_to_what_the_state_computes():
+    """Maxima over replicas and cumulative buckets, computed from raw copies, equal the state's own."""
+    from exporter.scheduler.state import COUNTER_FIELDS, HISTOGRAM_FIELDS
+
+    store = SchedulerStore(SchedulerStates(40))
+    lines = [DECODE.format(s=i % 60, tags=f" DP{i % 3} TP{i % 4}", r=(i * 7) % 300, t=i, q=i % 9) for i in range(400)]
+    lines += [PREFILL.format(s=i % 60, tags=f" DP{i % 3} TP{i % 2}", n=1 + i % 5, t=50 * i, q=i % 4) for i in range(300)]
+    lines += [RETRACT.format(s=i, tp=i % 4, n=1 + i % 3) for i in range(20)]
+    store.apply(events(lines), wall=5.0)
+    snap = store.snapshot()
+    for view in snap.schedulers:
+        s = store.states.schedulers[view.identity[0]]
+        assert view.counter == {name: s.counter(name) for name in COUNTER_FIELDS}
+        for name in HISTOGRAM_FIELDS:
+            bounds, cumulative, total = s.histogram(name)
+            h = view.histogram[name]
+            assert (h.bounds, list(h.cumulative), h.sum) == (bounds, cumulative, total)
+
+
+def test_every_apply_moves_the_generation_and_a_snapshot_carries_it():
+    store = SchedulerStore(SchedulerStates(40))
+    assert store.snapshot().generation == store.generation == 0
+    store.apply(events([DECODE.format(s=1, tags=" DP0 TP0", r=1, t=1, q=0)]), wall=1.0)
+    assert store.snapshot().generation == store.generation == 1
+    store.apply_block([], [], wall=2.0)
+    assert store.snapshot().generation == 2

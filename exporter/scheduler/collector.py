@@ -9,6 +9,7 @@ stage and DP rank).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -18,7 +19,7 @@ from prometheus_client.registry import Collector
 from ..limits import DEFAULT_IDLE_AFTER
 from ..metrics import MetricDef
 from ..metrics.families import Compiled, describe, fill
-from .store import SchedulerStore
+from .store import SchedulerSnapshot, SchedulerStore
 
 
 def _latest(m: MetricDef) -> bool:
@@ -43,19 +44,37 @@ class SchedulerCollector(Collector):
         self.idle_after = idle_after
         self.clock = clock
         self._rows = Compiled("scheduler")
+        self._snapshot: SchedulerSnapshot | None = None
+        self._families: tuple[tuple, list[Metric]] | None = None
+        self._lock = threading.Lock()
 
     def describe(self) -> Iterator[Metric]:
         return describe("scheduler")
 
     def collect(self) -> Iterator[Metric]:
-        snap = self.store.snapshot()
-        now = self.clock()
-        fams = self._rows.families()
-        for s in snap.schedulers:
-            fresh = self.idle_after is None or (
+        """The families; the same objects as last time while nothing they show changed.
+
+        Nothing changed while the store's generation and each scheduler's freshness are those of the
+        previous scrape: then no snapshot is taken and the renderer reuses the families' text
+        (:mod:`exporter.exposition`).
+        """
+        with self._lock:
+            snap = self._snapshot
+            if snap is None or snap.generation != self.store.generation:
+                snap = self._snapshot = self.store.snapshot()
+            now = self.clock()
+            fresh = tuple(self.idle_after is None or (
                 s.last_stats_wall is not None and now - s.last_stats_wall <= self.idle_after)
-            fill(fams, self._rows, s, s.identity, skip=None if fresh else _latest)
-        return iter(fams.values())
+                for s in snap.schedulers)
+            key = (snap.generation, fresh)
+            if self._families is not None and self._families[0] == key:
+                return iter(self._families[1])
+            fams = self._rows.families()
+            for s, is_fresh in zip(snap.schedulers, fresh):
+                fill(fams, self._rows, s, s.identity, skip=None if is_fresh else _latest)
+            families = list(fams.values())
+            self._families = (key, families)
+            return iter(families)
 
 
 class PipelineCollector(Collector):

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..events import Capacity, Event, Origin
 from .runs import Run, apply_run, fits
-from .state import COUNTER_FIELDS, HISTOGRAM_FIELDS, SchedulerState, SchedulerStates
+from .state import COUNTER_FIELDS, HISTOGRAM_BOUNDS, HISTOGRAM_FIELDS, SchedulerState, SchedulerStates
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +69,16 @@ class SchedulerView:
 
 @dataclass(frozen=True, slots=True)
 class SchedulerSnapshot:
-    """Every scheduler at one instant, ordered by identity (stage, then rank 2 before rank 10)."""
+    """Every scheduler at one instant, ordered by identity (stage, then rank 2 before rank 10).
+
+    Attributes:
+        schedulers: The schedulers' views.
+        generation: :attr:`SchedulerStore.generation` when it was taken: two snapshots with the same
+            generation hold the same values.
+    """
 
     schedulers: tuple[SchedulerView, ...]
+    generation: int = 0
 
 
 class SchedulerStore:
@@ -83,12 +90,15 @@ class SchedulerStore:
     Attributes:
         states: The guarded state. Read it directly only while holding :attr:`lock` (tests,
             the offline report, which has no concurrent reader).
-        lock: Held while events are applied and while a snapshot is copied.
+        lock: Held while events are applied and while a snapshot's raw values are copied.
+        generation: Bumped by every :meth:`apply` and :meth:`apply_block` (under the lock), so that a
+            collector can tell that nothing changed since its last snapshot without taking one.
     """
 
     def __init__(self, states: SchedulerStates | None = None):
         self.states = states if states is not None else SchedulerStates()
         self.lock = threading.Lock()
+        self.generation = 0
 
     def apply(self, events: Sequence[Event], wall: float) -> list[tuple[Event, str]]:
         """Apply events in order, atomically for readers (a scrape never sees half of them).
@@ -106,6 +116,7 @@ class SchedulerStore:
         """
         rejected: list[tuple[Event, str]] = []
         with self.lock:
+            self.generation += 1
             apply = self.states.apply
             for ev in events:
                 try:
@@ -140,6 +151,7 @@ class SchedulerStore:
             states = self.states
             if not fits(states, list(origins)):
                 return None
+            self.generation += 1
             for seg in segments:
                 if type(seg) is Run:
                     try:
@@ -160,13 +172,20 @@ class SchedulerStore:
         return rejected, failed
 
     def snapshot(self) -> SchedulerSnapshot:
-        """Copy what collectors read, under the lock (no Prometheus object is built here)."""
+        """The state as collectors read it (no Prometheus object is built here).
+
+        Only the raw values are copied under the lock (each replica's counters and bucket counts,
+        each scheduler's latest values); the maxima over replicas and the cumulative buckets are
+        computed outside it, so that a scrape holds up a source for the copy alone.
+        """
         with self.lock:
             st = self.states
-            scheds = sorted(st.schedulers.items(), key=lambda kv: (kv[0][0], len(kv[0][1]), kv[0][1]))
             interval = st.decode_log_interval
-            return SchedulerSnapshot(tuple(
-                _view(key, s, st.capacity_in_effect(s, key[0]), interval) for key, s in scheds))
+            generation = self.generation
+            raw = [(key, _raw(s), st.capacity_in_effect(s, key[0])) for key, s in st.schedulers.items()]
+        raw.sort(key=lambda item: (item[0][0], len(item[0][1]), item[0][1]))
+        return SchedulerSnapshot(tuple(_view(key, r, capacity, interval) for key, r, capacity in raw),
+                                 generation)
 
     def pipeline_snapshot(self) -> dict | None:
         """SGLang Omni's pipeline facts, copied under the lock
@@ -175,14 +194,33 @@ class SchedulerStore:
             return self.states.pipeline.view()
 
 
-def _view(identity: tuple[str, ...], s: SchedulerState, capacity: Capacity | None,
-          interval: int) -> SchedulerView:
-    counter = {name: s.counter(name) for name in COUNTER_FIELDS}
+def _raw(s: SchedulerState) -> tuple:
+    """Copies of one scheduler's raw values (called under the store's lock)."""
+    replicas = [([getattr(r, name) for name in COUNTER_FIELDS],
+                 [(h.counts.copy(), h.total) for h in map(r.__getattribute__, HISTOGRAM_FIELDS)])
+                for r in s.replicas.values()]
+    return replicas, dict(s.gauges), dict(s.kv_pools), dict(s.pd_queues), s.last_stats_wall
+
+
+def _view(identity: tuple[str, ...], raw: tuple, capacity: Capacity | None, interval: int) -> SchedulerView:
+    """One scheduler's view from its raw copy: maxima over replicas, cumulative buckets."""
+    replicas, gauges, kv_pools, pd_queues, last_stats_wall = raw
+    counter = {name: max((r[0][i] for r in replicas), default=0) for i, name in enumerate(COUNTER_FIELDS)}
     histogram = {}
-    for name in HISTOGRAM_FIELDS:
-        bounds, cumulative, total = s.histogram(name)
-        histogram[name] = HistogramData(bounds, tuple(cumulative), total)
-    latest: dict[str, Any] = dict(s.gauges)
-    latest["kv_pools"] = dict(s.kv_pools)
-    latest["pd_queues"] = dict(s.pd_queues)
-    return SchedulerView(identity, counter, histogram, latest, capacity, interval, s.last_stats_wall)
+    for i, name in enumerate(HISTOGRAM_FIELDS):
+        bounds = HISTOGRAM_BOUNDS[name]  # every bound at 0 before a replica (SchedulerState.histogram)
+        best = [0] * (len(bounds) + 1)
+        total = 0.0
+        for r in replicas:
+            counts, h_total = r[1][i]
+            running = 0
+            for j, c in enumerate(counts):
+                running += c
+                if running > best[j]:
+                    best[j] = running
+            total = max(total, h_total)
+        histogram[name] = HistogramData(bounds, tuple(best), total)
+    latest: dict[str, Any] = gauges
+    latest["kv_pools"] = kv_pools
+    latest["pd_queues"] = pd_queues
+    return SchedulerView(identity, counter, histogram, latest, capacity, interval, last_stats_wall)

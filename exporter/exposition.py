@@ -1,0 +1,110 @@
+"""The ``/metrics`` body: prometheus_client's own encoders, one render at a time, unchanged families
+not encoded again.
+
+:class:`Renderer` keeps what the library's WSGI app does (content negotiation between the text
+format and OpenMetrics, the ``name[]`` filter, gzip) and adds two things a sidecar with many series
+needs:
+
+* **Text of unchanged families is reused.** The encoders write each family on its own, so the body
+  is the families' texts joined. A collector that knows nothing changed since the last scrape yields
+  the very same family objects again (the scheduler collector does, while its store's generation and
+  the schedulers' idle freshness are unchanged); their text is taken from the previous render
+  instead of being encoded again (about 5 µs per series).
+* **Renders are bounded.** One render runs at a time; a scrape that arrives while another renders
+  waits, then takes the body of the next render if that one started after it arrived (so it is
+  never older than the scrape), and renders itself otherwise. A storm of concurrent scrapes costs a
+  few renders, whatever their number, and never more than one core: the log reader keeps its share
+  of the process (``tests/test_exposition.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from prometheus_client.core import Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+_EOF = b"# EOF\n"  # OpenMetrics ends the whole body with it, not each family
+
+
+class _One:
+    """One family, as the encoders read a registry."""
+
+    __slots__ = ("family",)
+
+    def __init__(self, family: Metric):
+        self.family = family
+
+    def collect(self) -> Iterable[Metric]:
+        return (self.family,)
+
+
+class Renderer:
+    """Renders a registry's exposition for HTTP scrapes (see the module docstring).
+
+    Args:
+        registry: What to render (its ``collect()`` and ``restricted_registry()``).
+        clock: Monotonic clock in seconds (a scrape's arrival and a render's start).
+
+    Attributes:
+        renders: Renders done (tests count them).
+    """
+
+    def __init__(self, registry: Collector, clock: Callable[[], float] = time.monotonic):
+        self.registry = registry
+        self.clock = clock
+        self.renders = 0
+        self._lock = threading.Lock()
+        self._texts: dict[tuple[str, int], tuple[Metric, bytes]] = {}
+        self._latest: dict[str, tuple[float, bytes]] = {}
+
+    def render(self, accept: str | None = None, names: list[str] | None = None,
+               arrived: float | None = None) -> tuple[bytes, str]:
+        """The body and its content type for one scrape.
+
+        Args:
+            accept: The request's ``Accept`` header (OpenMetrics or the text format).
+            names: The ``name[]`` query values: only these families (rendered apart, uncached).
+            arrived: When the scrape arrived (``clock``); a render that started since then serves it.
+
+        Returns:
+            ``(body, content_type)``.
+        """
+        if arrived is None:
+            arrived = self.clock()
+        encoder, content_type = choose_encoder(accept or "")
+        with self._lock:
+            if names:
+                return encoder(self.registry.restricted_registry(names)), content_type
+            latest = self._latest.get(content_type)
+            if latest is not None and latest[0] >= arrived:
+                return latest[1], content_type
+            started = self.clock()
+            body = self._encode(encoder, content_type)
+            self._latest = {content_type: (started, body)}
+            self.renders += 1
+            return body, content_type
+
+    def _encode(self, encoder: Callable[[Collector], bytes], content_type: str) -> bytes:
+        """The registry's families encoded one by one, reusing the text of families seen before."""
+        texts = {}
+        parts = []
+        previous = self._texts
+        for family in self.registry.collect():
+            key = (content_type, id(family))
+            held = previous.get(key)
+            if held is not None and held[0] is family:
+                text = held[1]
+            else:
+                text = encoder(_One(family))
+                if text.endswith(_EOF):
+                    text = text[:-len(_EOF)]
+            texts[key] = (family, text)  # the family is kept, so its id is not reused meanwhile
+            parts.append(text)
+        self._texts = texts
+        if content_type.startswith("application/openmetrics-text"):
+            parts.append(_EOF)
+        return b"".join(parts)
