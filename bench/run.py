@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""One-command benchmark of sglang-exporter, side by side with google/mtail and a ``grep -c`` floor.
+"""One-command benchmark of sglang-exporter, side by side with google/mtail, a naive Python loop and
+a ``grep -c`` floor, all in one run.
 
-    python3 bench/run.py                  # full run (about 6-8 minutes on 2 cores)
+    python3 bench/run.py                  # full run (about 8-10 minutes on 2 cores)
     python3 bench/run.py --lines 200000 --live-seconds 10    # quick look
 
 Steps (all on this machine, loopback only, every loop bounded):
@@ -9,14 +10,20 @@ Steps (all on this machine, loopback only, every loop bounded):
 1. Build a log of ``--lines`` lines (default 2,000,000) from the real corpus ``tests/corpus``
    (``bench/genlog.py``: corpus lines by kind in realistic proportions, timestamps re-clocked).
 2. One-shot throughput on that file: ``sglang-exporter --one-shot`` (read, parse, state, all
-   metrics rendered), ``mtail --one_shot`` with ``bench/mtail/sglang.mtail`` (Debian package
-   ``mtail``, installed with apt-get when absent and we are root), and ``grep -c`` as the floor.
+   metrics rendered; the bulk path on every usable core), ``mtail --one_shot`` with
+   ``bench/mtail/sglang.mtail`` (Debian package ``mtail``, installed with apt-get when absent and we
+   are root), ``bench/naive.py`` (the mtail program's regular expressions in a plain Python loop),
+   and ``grep -c`` as the floor.
 3. Live: the exporter follows a fresh file while lines are appended at ``--rate`` lines/s (200) for
    ``--live-seconds`` (60), scraped every 15 s like Prometheus: CPU share of one core and RSS of the
    process (``/proc``). Then, still at that rate, line-to-``/metrics`` delay: a line is written and
    ``/metrics`` is fetched back to back until its count shows it (p50, p99; the figure includes the
-   last scrape, i.e. it is an upper bound).
-4. ``/metrics`` render time with 8 DP ranks and 8 GPUs from the fake NVML backend (``bench/render.py``).
+   last scrape, i.e. it is an upper bound). The ``fake-nvml`` configuration runs the same with NVML
+   loaded: the C fake ``libnvidia-ml.so.1`` of ``tests/test_gpu_contract.py`` (compiled here with
+   gcc against ``nvml.h`` of ``nvidia-nvml-dev``), the only NVML there is without a GPU.
+4. ``/metrics`` render time with 8 DP ranks and 8 GPUs from the fake NVML backend (``bench/render.py``):
+   the client library's ``generate_latest``, and the command's renderer with nothing changed between
+   scrapes and with every DP rank changed.
 
 Prints a table with absolute figures and ratios and writes it as JSON (``--json``, default
 ``bench/results.json``). Speed is reported, never asserted: nothing here fails on a slow figure.
@@ -49,7 +56,7 @@ ROOT = BENCH.parent
 VENV = BENCH / ".venv"
 TARGETS = {
     "lines_per_s_vs_mtail": 10.0,   # at least 10x mtail's lines/s on the same file
-    "rss_mb": 50.0,                 # steady-state RSS under 50 MB
+    "rss_mb": 48.0,                 # steady-state RSS at most 48 MB (without NVML)
     "cpu_pct_of_core": 1.0,         # under 1% of a core at 200 lines/s
     "delay_p99_ms": 100.0,          # line-to-/metrics delay p99 under 100 ms
     "render_ms": 5.0,               # /metrics render under 5 ms
@@ -161,14 +168,18 @@ def _prom_sum(text: str, metric: str, label_filter: str = "") -> dict[str, float
 
 
 def _agreement(work: Path) -> dict:
-    """Lines of each kind that ours and mtail's program recognised (a sanity check of the comparison)."""
+    """Lines of each kind that ours, mtail's program and the naive loop recognised (a sanity check of
+    the comparison: the peers read the same lines, ours more formats)."""
     ours = (work / "ours.out").read_text(errors="replace")
     res = {}
     theirs = (work / "mtail.out").read_text(errors="replace") if (work / "mtail.out").exists() else ""
+    naive = (work / "naive.out").read_text(errors="replace") if (work / "naive.out").exists() else ""
     for kind in ("prefill", "decode", "retraction"):
         o = _prom_sum(ours, "sglang_exporter_log_lines_total", f'kind="{kind}",result="parsed"')
         t = _prom_sum(theirs, "sglang_exporter_log_lines_total", f'kind="{kind}"')
-        res[kind] = {"ours_parsed": int(sum(o.values())), "mtail_matched": int(sum(t.values()))}
+        n = _prom_sum(naive, "lines_total", f'kind="{kind}"')
+        res[kind] = {"ours_parsed": int(sum(o.values())), "mtail_matched": int(sum(t.values())),
+                     "naive_matched": int(sum(n.values()))}
     return res
 
 
@@ -258,12 +269,30 @@ class _Writer(threading.Thread):
 
 
 #: Live configurations: the default (file events through watchdog, 1 s timer, appends read when a
-#: scrape asks) and the timer alone every 50 ms (the ``poll`` watch mode meant for NFS, here with a
-#: short interval: a pass every 50 ms).
+#: scrape asks), the timer alone every 50 ms (the ``poll`` watch mode meant for NFS, here with a
+#: short interval: a pass every 50 ms), and the default with NVML loaded (the fake library; see the
+#: module docstring). Values are extra arguments; ``NVML`` is replaced by the fake library's path.
 LIVE_CONFIGS = {
     "inotify": [],
     "poll50ms": ["--log.watch-mode", "poll", "--log.poll-interval", "0.05"],
+    "fake-nvml": ["--gpu.enabled", "true", "--gpu.nvml-library-path", "NVML"],
 }
+
+
+def _fake_nvml(work: Path) -> tuple[str | None, str]:
+    """The C fake libnvidia-ml of the contract tests, compiled here; ``(path, how)`` or ``(None, why)``."""
+    gcc = shutil.which("gcc")
+    header = next((h for entry in map(Path, sys.path) if entry.is_dir()
+                   for h in sorted(entry.glob("nvidia/*/include/nvml.h"))), None)
+    if gcc is None or header is None:
+        return None, "gcc or nvml.h (pip install nvidia-nvml-dev) missing: fake-nvml configuration skipped"
+    lib = work / "libnvidia-ml.so.1"
+    r = subprocess.run([gcc, "-shared", "-fPIC", "-Wno-deprecated-declarations", f"-I{header.parent}",
+                        "-Wl,-soname,libnvidia-ml.so.1", "-o", str(lib),
+                        str(ROOT / "tests" / "fake_nvml" / "fake_nvml.c")], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, f"gcc failed: {r.stderr.strip()[-200:]}"
+    return str(lib), "tests/fake_nvml/fake_nvml.c compiled with gcc (no GPU here)"
 
 
 def _live(py: str, log_lines: list[str], work: Path, rate: float, seconds: float,
@@ -273,7 +302,7 @@ def _live(py: str, log_lines: list[str], work: Path, rate: float, seconds: float
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     cmd = [py, "-m", "exporter", "--log.path", str(path), "--web.listen-address", f"127.0.0.1:{port}", *extra]
-    env = dict(os.environ, SGLANG_EXPORTER_GPU__ENABLED="false")
+    env = dict(os.environ, SGLANG_EXPORTER_GPU__ENABLED="false")  # an argument in `extra` wins
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(work / "live.err", "wb"), env=env)
     try:
         _wait_healthy(base, proc, work / "live.err")
@@ -366,17 +395,19 @@ def _ratio(a, b):
 
 def _table(res: dict) -> str:
     os_ = res["one_shot"]
-    ours, mt, gr = os_.get("ours", {}), os_.get("mtail", {}), os_.get("grep", {})
+    ours, mt, gr, nv = os_.get("ours", {}), os_.get("mtail", {}), os_.get("grep", {}), os_.get("naive", {})
     render = res.get("render", {})
     t = TARGETS
     fmt = lambda v, spec="{:,.0f}": "n/a" if v is None else spec.format(v)  # noqa: E731
     rows = [
         ("one-shot lines/s, sglang-exporter", fmt(ours.get("lines_per_s")), ""),
         ("one-shot lines/s, mtail", fmt(mt.get("lines_per_s")), ""),
+        ("one-shot lines/s, naive Python loop", fmt(nv.get("lines_per_s")), ""),
         ("one-shot lines/s, grep -c (floor)", fmt(gr.get("lines_per_s")), ""),
         ("ratio ours / mtail (lines/s)", fmt(res["ratios"].get("ours_vs_mtail_lines_per_s"), "{:.2f}x"),
          f">= {t['lines_per_s_vs_mtail']:.0f}x"),
         ("ratio ours / mtail (lines per CPU-s)", fmt(res["ratios"].get("ours_vs_mtail_lines_per_cpu_s"), "{:.2f}x"), ""),
+        ("ratio ours / naive Python (lines/s)", fmt(res["ratios"].get("ours_vs_naive_lines_per_s"), "{:.2f}x"), ""),
         ("ratio ours / grep (lines/s)", fmt(res["ratios"].get("ours_vs_grep_lines_per_s"), "{:.3f}x"), ""),
     ]
     for name, live in res.get("live", {}).items():
@@ -392,10 +423,15 @@ def _table(res: dict) -> str:
             (f"live [{name}] line-to-/metrics delay p99 ms", fmt(live.get("delay_p99_ms"), "{:.1f}"),
              f"< {t['delay_p99_ms']:.0f}"),
         ]
+    scale = f"{render.get('dp_ranks', '?')} DP ranks, {render.get('gpus', '?')} GPUs, {render.get('series', '?')} series"
     rows += [
-        (f"/metrics render p50 ms ({render.get('dp_ranks', '?')} DP ranks, {render.get('gpus', '?')} GPUs, "
-         f"{render.get('series', '?')} series)", fmt(render.get("p50_ms"), "{:.2f}"), f"< {t['render_ms']:.0f}"),
-        ("/metrics render p99 ms", fmt(render.get("p99_ms"), "{:.2f}"), ""),
+        (f"/metrics render p50 / p99 ms, prometheus_client generate_latest ({scale})",
+         f"{fmt(render.get('library_p50_ms'), '{:.2f}')} / {fmt(render.get('library_p99_ms'), '{:.2f}')}", ""),
+        ("/metrics render p50 / p99 ms, renderer, nothing changed since the last scrape",
+         f"{fmt(render.get('unchanged_p50_ms'), '{:.2f}')} / {fmt(render.get('unchanged_p99_ms'), '{:.2f}')}",
+         f"p50 < {t['render_ms']:.0f}"),
+        ("/metrics render p50 / p99 ms, renderer, every DP rank changed",
+         f"{fmt(render.get('changed_p50_ms'), '{:.2f}')} / {fmt(render.get('changed_p99_ms'), '{:.2f}')}", ""),
     ]
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
@@ -414,6 +450,7 @@ def main() -> int:
     ap.add_argument("--live-configs", default=",".join(LIVE_CONFIGS),
                     help=f"comma-separated live configurations among {', '.join(LIVE_CONFIGS)}")
     ap.add_argument("--skip-mtail", action="store_true", help="do not run (or install) mtail")
+    ap.add_argument("--skip-live", action="store_true", help="one-shot and render only (no live step)")
     ap.add_argument("--json", default=str(BENCH / "results.json"), help="where to write the results")
     ap.add_argument("--workdir", help="keep the generated files here (default: a temporary directory)")
     args = ap.parse_args()
@@ -444,6 +481,7 @@ def main() -> int:
         one: dict = {}
         one["grep"] = _one_shot("grep", ["grep", "-c", "batch", str(log)], n, work, 600)
         one["ours"] = _one_shot("ours", [py, "-m", "exporter", "--log.path", str(log), "--one-shot"], n, work, 900)
+        one["naive"] = _one_shot("naive", [py, str(BENCH / "naive.py"), str(log)], n, work, 1200)
         mtail, how = (None, "skipped (--skip-mtail)") if args.skip_mtail else _ensure_mtail()
         res["mtail"] = {"found": how}
         if mtail:
@@ -461,15 +499,23 @@ def main() -> int:
         if "mtail" in one:
             r["ours_vs_mtail_lines_per_s"] = _ratio(one["ours"]["lines_per_s"], one["mtail"]["lines_per_s"])
             r["ours_vs_mtail_lines_per_cpu_s"] = _ratio(one["ours"]["lines_per_cpu_s"], one["mtail"]["lines_per_cpu_s"])
+        r["ours_vs_naive_lines_per_s"] = _ratio(one["ours"]["lines_per_s"], one["naive"]["lines_per_s"])
         r["ours_vs_grep_lines_per_s"] = round(one["ours"]["lines_per_s"] / one["grep"]["lines_per_s"], 4)
         print(f"[3/4] live: {args.rate:.0f} lines/s for {args.live_seconds:.0f} s, then delay probes ...", flush=True)
+        if args.skip_live:
+            args.live_configs = ""
         with open(log, encoding="utf-8") as f:
             live_lines = [next(f).rstrip("\n") for _ in range(min(n, 50_000))]
         res["live"] = {}
-        for name in args.live_configs.split(","):
+        nvml, nvml_how = _fake_nvml(work) if "fake-nvml" in args.live_configs else (None, "not asked")
+        res["nvml"] = nvml_how
+        for name in filter(None, args.live_configs.split(",")):
+            extra = [nvml if a == "NVML" else a for a in LIVE_CONFIGS[name]]
+            if "NVML" in LIVE_CONFIGS[name] and nvml is None:
+                print(f"      live config {name} skipped: {nvml_how}", flush=True)
+                continue
             print(f"      live config {name} ...", flush=True)
-            res["live"][name] = _live(py, live_lines, work, args.rate, args.live_seconds, args.delay_samples,
-                                      LIVE_CONFIGS[name])
+            res["live"][name] = _live(py, live_lines, work, args.rate, args.live_seconds, args.delay_samples, extra)
         print("[4/4] /metrics render with 8 DP ranks and 8 GPUs ...", flush=True)
         rr = subprocess.run([py, str(BENCH / "render.py"), str(log), "300"], capture_output=True, text=True,
                             timeout=600, cwd=ROOT)

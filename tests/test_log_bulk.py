@@ -143,7 +143,7 @@ def test_a_template_line_is_what_the_parser_reads():
         if type(ev) is DecodeBatch:
             assert list(rr.running) == [ev.running_req] and list(rr.queue) == [ev.queue_req]
             assert list(rr.decode_top) == [ev.kv.max_device_ratio]
-            assert list(rr.accept) == [ev.accept_len if ev.accept_len else 1.0]
+            assert (list(rr.accept) if rr.accept is not None else [1.0]) == [ev.accept_len or 1.0]
         else:
             assert (list(rr.new_seq), list(rr.new_token)) == ([ev.new_seq], [ev.new_token])
             assert rr.cached_tokens == (ev.cached_token or 0) and list(rr.prefill_top) == [ev.kv.max_device_ratio]
@@ -156,3 +156,23 @@ def test_worker_count_uses_one_core_for_small_inputs(monkeypatch):
     assert bulk_ingest.worker_count(bulk_ingest.PARALLEL_MIN_BYTES) == 2
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     assert bulk_ingest.worker_count(1 << 40) == 0
+
+
+def test_every_title_the_parser_looks_for_holds_a_title_token():
+    """The bulk path counts a line without any TITLE_TOKENS as no scheduler line, unparsed: every text
+    that parser._parse looks for must hold one (a new line kind there must be added to the tokens)."""
+    import ast
+    import inspect
+
+    from exporter.sources.log import parser
+    from exporter.sources.log.bulk import TITLE_TOKENS
+
+    tree = ast.parse(inspect.getsource(parser._parse))
+    looked_for = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                  and isinstance(node.value, str) and len(node.value) >= 4}
+    assert "Decode batch" in looked_for and "server_args=" in looked_for
+    for text in looked_for - {"Req "}:  # "Req " only extends "Time Stats(" backwards
+        assert any(token.decode() in text for token in TITLE_TOKENS), f"{text!r} holds no TITLE_TOKENS entry"
+    calls = {node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Attribute)}
+    assert calls <= {"find", "startswith"}, f"_parse finds titles by other means now: {calls}"

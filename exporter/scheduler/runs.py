@@ -46,7 +46,7 @@ RUN_HISTOGRAMS = (
     ("queue_wait", "queue_wait"),
 )
 _INT_COLUMNS = ("running", "new_seq", "new_token", "queue", "retracted", "gained")
-_FLOAT_COLUMNS = ("decode_top", "accept", "prefill_top", "queue_wait")
+_FLOAT_COLUMNS = ("decode_top", "prefill_top", "queue_wait")
 
 
 @dataclass(slots=True)
@@ -59,7 +59,7 @@ class ReplicaRun:
         running: ``#running-req`` of each Decode line.
         decode_top: Largest device-pool usage of each Decode line that printed a usage.
         accept: ``accept len`` of each Decode line, 1.0 where it printed none or 0 (the factor of
-            the decode-token estimate).
+            the decode-token estimate); ``None`` while no line printed one (every factor is 1.0).
         new_seq / new_token: ``#new-seq`` and ``#new-token`` of each Prefill line.
         cached_tokens: Sum of ``#cached-token``.
         prefill_top: Largest device-pool usage of each Prefill line that printed a usage.
@@ -82,7 +82,7 @@ class ReplicaRun:
     decode_lines: int = 0
     running: Any = field(default_factory=list)
     decode_top: Any = field(default_factory=list)
-    accept: Any = field(default_factory=list)
+    accept: Any = None
     prefill_lines: int = 0
     new_seq: Any = field(default_factory=list)
     new_token: Any = field(default_factory=list)
@@ -99,9 +99,17 @@ class ReplicaRun:
     queue_wait: Any = field(default_factory=list)
     buckets: dict[str, list[int]] = field(default_factory=dict)
 
+    def accept_len(self, value: float) -> None:
+        """Note the ``accept len`` of the Decode line just added to :attr:`running`."""
+        if self.accept is None:
+            self.accept = [1.0] * (len(self.running) - 1)
+        self.accept.append(value or 1.0)
+
     def finish(self, bounds: dict[str, tuple[float, ...]]) -> None:
-        """Count each histogram's column into its buckets (``bounds``: histogram -> upper bounds),
-        and pack the columns into arrays (cheap to send to another process)."""
+        """Count the lines, count each histogram's column into its buckets (``bounds``: histogram ->
+        upper bounds), and pack the columns into arrays (cheap to send to another process)."""
+        self.decode_lines = len(self.running)
+        self.prefill_lines = len(self.new_seq)
         for name, column in RUN_HISTOGRAMS:
             values = getattr(self, column)
             if values:
@@ -114,6 +122,8 @@ class ReplicaRun:
             setattr(self, name, array("q", getattr(self, name)))
         for name in _FLOAT_COLUMNS:
             setattr(self, name, array("d", getattr(self, name)))
+        if self.accept is not None:
+            self.accept = array("d", self.accept)
         if self.queue_clock is not None and self.queue_clock.count("log") == len(self.queue_clock):
             self.queue_time = array("d", self.queue_time)
             self.queue_clock = None
@@ -207,8 +217,8 @@ def _counters(states: SchedulerStates, sched: SchedulerState, r: ReplicaCounters
         r.decode_lines += rr.decode_lines
         r.decode_steps += interval * rr.decode_lines
         # running * interval * (accept len or 1.0), added line by line as SchedulerStates._decode does
-        r.decode_tokens = reduce(add, map(mul, map(mul, rr.running, repeat(interval)), rr.accept),
-                                 r.decode_tokens)
+        accept = rr.accept if rr.accept is not None else repeat(1.0)
+        r.decode_tokens = reduce(add, map(mul, map(mul, rr.running, repeat(interval)), accept), r.decode_tokens)
     if rr.prefill_lines:
         r.prefill_batches += rr.prefill_lines
         r.prefill_computed_tokens += sum(rr.new_token)

@@ -26,7 +26,7 @@ from ...scheduler.state import SchedulerStates
 from .lines import LineSplitter
 from .parser import Malformed, parse_line
 from .prefix import parse_origin
-from .templates import FULL, GROUP, SCAN, SCAN_FIELDS
+from .templates import FULL, GROUP, SCAN, SCAN_FIELDS, TEMPLATE_MAX_BYTES
 
 #: Histogram bounds by :class:`~exporter.scheduler.state.ReplicaCounters` attribute.
 _BOUNDS = {
@@ -39,6 +39,11 @@ _BOUNDS = {
 }
 if set(_BOUNDS) != {name for name, _ in RUN_HISTOGRAMS}:  # pragma: no cover - a histogram added to runs only
     raise AssertionError("bulk: every histogram of a run needs its bounds")
+#: Texts of which every title the per-line parser looks for (``parser._parse``) holds one: a line with
+#: none of them is no scheduler line, and is counted as such without being decoded and parsed.
+#: ``tests/test_log_bulk.py`` checks them against the parser's source, so a new title fails there.
+TITLE_TOKENS = (b"batch", b"etract", b"out of memory", b"max_total_num_tokens=", b"server_args=", b"Stats(",
+                b"#running-req")
 #: Event types a run takes as columns; every other event (start-up lines, kinds added later) ends it.
 _RUN_EVENTS = (DecodeBatch, PrefillBatch, Retraction, RetractAbort, ReqTimeStats)
 _MEMO_MAX = 4096
@@ -71,17 +76,30 @@ class BlockResult:
 class _Builder:
     """The run being built: replicas by identity object, latest values by scheduler."""
 
-    __slots__ = ("replicas", "latest", "run")
+    __slots__ = ("replicas", "latest", "run", "slots", "parts")
 
-    def __init__(self):
+    def __init__(self, parts: list[bytes]):
+        self.parts = parts  # the block's raw lines: a template line's latest values are read at the end
         self.replicas: dict[int, ReplicaRun] = {}  # by id() of the identity's one Origin object
-        self.latest: dict[str, dict] = {}  # scheduler key -> {key: (line number, value or raw line)}
+        self.latest: dict[str, dict] = {}  # scheduler key -> {key: line index, or (line index, value)}
+        self.slots: dict[tuple, tuple[ReplicaRun, dict]] = {}  # template prefix key -> its replica, latest
         self.run = Run()
 
     def replica(self, origin: Origin) -> ReplicaRun:
-        rr = self.replicas[id(origin)] = ReplicaRun(origin)
-        self.run.replicas.append(rr)
+        rr = self.replicas.get(id(origin))
+        if rr is None:
+            rr = self.replicas[id(origin)] = ReplicaRun(origin)
+            self.run.replicas.append(rr)
         return rr
+
+    def scheduler(self, key: str) -> dict:
+        latest = self.latest.get(key)
+        if latest is None:
+            latest = self.latest[key] = {}
+        return latest
+
+    def reset(self) -> None:
+        self.replicas, self.latest, self.slots, self.run = {}, {}, {}, Run()
 
 
 class _Scanner:
@@ -102,35 +120,42 @@ class _Scanner:
             self.canonical.clear()
         res = BlockResult()
         splitter = LineSplitter(max_line_bytes)
-        b = _Builder()
-        replicas = b.replicas
-        match = SCAN.match
-        identities, seconds = self.identities, self.seconds
+        parts = block.split(b"\n")
+        b = _Builder(parts)
+        seconds = self.seconds
         pending: list[bytes] = []
-        n = 0  # line number within the block: orders a scheduler's latest values
+        first_pending = 0
         (g_actor, g_date, g_tod, g_frac, g_tags, g_fork, g_run, g_use, g_full, g_swa, g_has_prealloc, g_al,
          g_has_rate, g_dq, g_seq, g_tok, g_cached, g_puse, g_pfull, g_mamba, g_pq, g_has_pd, g_has_pending,
          g_has_input) = (GROUP[name] for name in SCAN_FIELDS)
-        for part in block.split(b"\n"):
-            m = match(part) if len(part) <= max_line_bytes else None
+        match = SCAN.match
+        if max_line_bytes >= TEMPLATE_MAX_BYTES:  # no template line can be over the limit
+            matches = map(match, parts)
+        else:
+            matches = (match(p) if len(p) <= max_line_bytes else None for p in parts)
+        templates = ignored = 0
+        t0, t1, t2, t3, t4, t5, t6 = TITLE_TOKENS
+        for i, m in enumerate(matches):
             if m is None:
+                part = parts[i]
+                if (b"\r" not in part and t0 not in part and t1 not in part and t2 not in part and t3 not in part
+                        and t4 not in part and t5 not in part and t6 not in part and len(part) <= max_line_bytes):
+                    ignored += 1  # one line (no \r to split it, not too long) that no title can start
+                    continue
+                if not pending:
+                    first_pending = i
                 pending.append(part)
                 continue
             if pending:
-                n = self._lines(splitter.decode(pending), res, b, n)
-                pending.clear()
-                replicas = b.replicas
+                self._lines(splitter.decode(pending), res, b, first_pending)
+                pending = []
+            templates += 1
             g = m.groups()
-            ident = identities.get((g[g_actor], g[g_tags], g[g_fork]))
-            if ident is None:
-                ident = self._identity((g[g_actor], g[g_tags], g[g_fork]), part)
-            origin, key = ident
-            rr = replicas.get(id(origin))
-            if rr is None:
-                rr = b.replica(origin)
-            latest = b.latest.get(key)
-            if latest is None:
-                latest = b.latest[key] = {}
+            key = (g[g_actor], g[g_tags], g[g_fork])
+            slot = b.slots.get(key)
+            if slot is None:
+                slot = self._slot(b, key, parts[i])
+            rr, latest = slot
             stamp = g[g_date]
             clock = "log"
             if stamp is None:
@@ -143,66 +168,68 @@ class _Scanner:
             elif g[g_frac] is not None:
                 frac = g[g_frac]
                 t += int(frac) / 10 ** len(frac)
-            n += 1
             running = g[g_run]
             if running is not None:  # Decode batch
                 running = int(running)
-                rr.decode_lines += 1
                 rr.running.append(running)
                 usage = g[g_use]
                 if usage is not None:
                     rr.decode_top.append(float(usage))
-                    latest[_DECODE_KV_LINE] = (n, part)
+                    latest[_DECODE_KV_LINE] = i
                 else:
                     rr.decode_top.append(max(float(g[g_full]), float(g[g_swa])))
-                    latest[_DECODE_SWA_LINE] = (n, part)
+                    latest[_DECODE_SWA_LINE] = i
                 al = g[g_al]
-                if al is None:
+                if al is not None:
+                    rr.accept_len(float(al))
+                    latest[_ACCEPT_LEN_LINE] = i
+                elif rr.accept is not None:
                     rr.accept.append(1.0)
-                else:
-                    rr.accept.append(float(al) or 1.0)
-                    latest[_ACCEPT_LEN_LINE] = (n, part)
                 if g[g_has_rate] is not None:
-                    latest[_ACCEPT_RATE_LINE] = (n, part)
+                    latest[_ACCEPT_RATE_LINE] = i
                 if g[g_has_prealloc] is not None:
-                    latest[_PREALLOC_LINE] = (n, part)
+                    latest[_PREALLOC_LINE] = i
                 if running:
-                    latest[_MEAN_LINE] = (n, part)
+                    latest[_MEAN_LINE] = i
                 rr.queue.append(int(g[g_dq]))
             else:  # Prefill batch
-                rr.prefill_lines += 1
                 rr.new_seq.append(int(g[g_seq]))
                 rr.new_token.append(int(g[g_tok]))
                 rr.cached_tokens += int(g[g_cached])
                 usage = g[g_puse]
                 if usage is not None:
                     rr.prefill_top.append(float(usage))
-                    latest[_PREFILL_KV_LINE] = (n, part)
+                    latest[_PREFILL_KV_LINE] = i
                 else:
                     rr.prefill_top.append(max(float(g[g_pfull]), float(g[g_mamba])))
-                    latest[_PREFILL_MAMBA_LINE] = (n, part)
+                    latest[_PREFILL_MAMBA_LINE] = i
                 if g[g_has_pd] is not None:
-                    latest[_PREFILL_PD_LINE] = (n, part)
+                    latest[_PREFILL_PD_LINE] = i
                 if g[g_has_pending] is not None:
-                    latest[_PENDING_LINE] = (n, part)
+                    latest[_PENDING_LINE] = i
                 if g[g_has_input] is not None:
-                    latest[_INPUT_LINE] = (n, part)
+                    latest[_INPUT_LINE] = i
                 rr.queue.append(int(g[g_pq]))
             rr.queue_time.append(t)
             rr.queue_clock.append(clock)
         if pending:
-            n = self._lines(splitter.decode(pending), res, b, n)
+            self._lines(splitter.decode(pending), res, b, first_pending)
         self._end_run(res, b)
         res.dropped = splitter.dropped
-        res.lines = n
+        res.lines += templates + ignored
+        res.ignored += ignored
         return res
 
-    def _identity(self, key: tuple, line: bytes) -> tuple[Origin, str]:
-        """The identity of a template line's prefix, read by the reference (:func:`.prefix.parse_origin`)."""
-        end = FULL.match(line).end("prefix")
-        origin = self._canonical(parse_origin(line[:max(end, 0)].decode("ascii")))
-        ident = self.identities[key] = (origin, SchedulerStates.key(origin))
-        return ident
+    def _slot(self, b: _Builder, key: tuple, line: bytes) -> tuple[ReplicaRun, dict]:
+        """The replica columns and scheduler values of a template prefix, first seen in this run."""
+        ident = self.identities.get(key)
+        if ident is None:  # read by the reference (:func:`.prefix.parse_origin`)
+            end = FULL.match(line).end("prefix")
+            origin = self._canonical(parse_origin(line[:max(end, 0)].decode("ascii")))
+            ident = self.identities[key] = (origin, SchedulerStates.key(origin))
+        origin, scheduler = ident
+        slot = b.slots[key] = (b.replica(origin), b.scheduler(scheduler))
+        return slot
 
     def _canonical(self, origin: Origin) -> Origin:
         """The one object of ``origin``'s identity (its time dropped)."""
@@ -212,17 +239,33 @@ class _Scanner:
 
     def _seconds(self, stamp: bytes | None) -> float | None:
         """Whole seconds of a time stamp as :func:`.prefix.parse_origin` reads them (no fraction);
-        None without one."""
-        value = None if stamp is None else parse_origin(f"[{stamp.decode('ascii')}] ").log_time
+        None without one.
+
+        The reference reads a date and time as ``calendar.timegm``, which is linear in the time of
+        day (it checks the year and month only): the date's midnight is read by the reference once
+        per day and the time of day added, which gives the same float.
+        """
+        if stamp is None:
+            value = None
+        elif len(stamp) == 19:  # YYYY-MM-DD HH:MM:SS
+            day = stamp[:10]
+            midnight = self.seconds.get(day, self.seconds)
+            if midnight is self.seconds:
+                midnight = self.seconds[day] = parse_origin(f"[{day.decode('ascii')} 00:00:00] ").log_time
+            value = None if midnight is None else (
+                midnight + (int(stamp[11:13]) * 3600 + int(stamp[14:16]) * 60 + int(stamp[17:19])))
+        else:
+            value = parse_origin(f"[{stamp.decode('ascii')}] ").log_time
         if len(self.seconds) >= _MEMO_MAX:
             self.seconds.clear()
         self.seconds[stamp] = value
         return value
 
-    def _lines(self, texts: list[str], res: BlockResult, b: _Builder, n: int) -> int:
-        """Lines that are no template, through the per-line parser in order."""
+    def _lines(self, texts: list[str], res: BlockResult, b: _Builder, n: int) -> None:
+        """Lines that are no template, through the per-line parser in order (``n``: the index of the
+        first one's raw line, which orders their values against the template lines')."""
+        res.lines += len(texts)
         for text in texts:
-            n += 1
             ev = parse_line(text)
             kind = type(ev)
             if ev is None:
@@ -239,7 +282,6 @@ class _Scanner:
                 self._end_run(res, b)
                 res.origins.add(self._canonical(ev.origin))
                 res.segments.append(ev)
-        return n
 
     @staticmethod
     def _end_run(res: BlockResult, b: _Builder) -> None:
@@ -254,9 +296,9 @@ class _Scanner:
             if rr.decode_lines or rr.prefill_lines:
                 run.stats_schedulers.add(SchedulerStates.key(rr.origin))
         for key, latest in b.latest.items():
-            run.latest[key] = _resolved(latest)
+            run.latest[key] = _resolved(latest, b.parts)
         res.segments.append(run)
-        b.__init__()
+        b.reset()
 
 
 _SCANNER = _Scanner()
@@ -283,13 +325,8 @@ def _add_event(b: _Builder, origin: Origin, ev: Event, n: int) -> None:
     kind = type(ev)
     if kind is ReqTimeStats and ev.queue_duration < 0:
         return  # applied as nothing (not even its scheduler is created)
-    rr = b.replicas.get(id(origin))
-    if rr is None:
-        rr = b.replica(origin)
-    key = SchedulerStates.key(origin)
-    latest = b.latest.get(key)
-    if latest is None:
-        latest = b.latest[key] = {}
+    rr = b.replica(origin)
+    latest = b.scheduler(SchedulerStates.key(origin))
     if kind is ReqTimeStats:
         rr.queue_wait.append(ev.queue_duration)
         return
@@ -302,20 +339,21 @@ def _add_event(b: _Builder, origin: Origin, ev: Event, n: int) -> None:
         if ev.new_tokens_gained is not None:
             rr.gained.append(ev.new_tokens_gained)
         else:
-            rr.estimated.append((ev.retracted_reqs, _mean(latest)))
+            rr.estimated.append((ev.retracted_reqs, _mean(latest, b.parts)))
         if ev.new_token_ratio_after is not None:
             latest[("gauge", "new_token_ratio")] = (n, ev.new_token_ratio_after)
         return
     kv = ev.kv
     top = kv.max_device_ratio
     if kind is DecodeBatch:
-        rr.decode_lines += 1
         rr.running.append(ev.running_req)
         if top is not None:
             rr.decode_top.append(top)
-        rr.accept.append(ev.accept_len if ev.accept_len else 1.0)
+        if ev.accept_len is not None:
+            rr.accept_len(ev.accept_len)
+        elif rr.accept is not None:
+            rr.accept.append(1.0)
     else:
-        rr.prefill_lines += 1
         rr.new_seq.append(ev.new_seq)
         rr.new_token.append(ev.new_token)
         if ev.cached_token:
@@ -361,8 +399,9 @@ def _event_gauges(ev: DecodeBatch | PrefillBatch, top: float | None) -> list[tup
 
 
 # -- latest values ---------------------------------------------------------------------------------
-# A scheduler's latest values are kept as (line number, value); a template line's are read once per
-# run, since most lines are superseded by the next one of their scheduler: the scan notes the latest
+# A scheduler's latest values are kept as (line index, value); a template line's are read once per
+# run, since most lines are superseded by the next one of their scheduler: the scan notes the index of
+# the latest
 # line of each kind and pool layout, which sets the same keys as every other line of that kind and
 # layout, and the latest line printing each optional field; the end of the run reads them with every
 # field captured (FULL), and each value is kept where no later line set it.
@@ -423,21 +462,21 @@ def _values(key: tuple, m: re.Match) -> list[tuple[tuple[str, str], object]]:
     return [(("gauge", "input_throughput"), float(f("p_input")))]
 
 
-def _mean(latest: dict) -> float | None:
+def _mean(latest: dict, parts: list[bytes]) -> float | None:
     """The scheduler's tokens per running request so far in the run (None: none in the run yet)."""
     line, value = latest.get(_MEAN_LINE), latest.get(("mean", ""))
-    if line is not None and (value is None or value[0] < line[0]):
-        return _values(_MEAN_LINE, FULL.match(line[1]))[0][1]
+    if line is not None and (value is None or value[0] < line):
+        return _values(_MEAN_LINE, FULL.match(parts[line]))[0][1]
     return value[1] if value is not None else None
 
 
-def _resolved(latest: dict) -> dict[tuple[str, str], object]:
+def _resolved(latest: dict, parts: list[bytes]) -> dict[tuple[str, str], object]:
     """``latest`` as ``{(table, name): value}``, the noted template lines read."""
     out = {key: item for key, item in latest.items() if key[0] != "line"}
-    for key, (n, part) in latest.items():
+    for key, i in latest.items():
         if key[0] == "line":
-            for name, value in _values(key, FULL.match(part)):
+            for name, value in _values(key, FULL.match(parts[i])):
                 held = out.get(name)
-                if held is None or held[0] < n:
-                    out[name] = (n, value)
+                if held is None or held[0] < i:
+                    out[name] = (i, value)
     return {key: value for key, (_, value) in sorted(out.items(), key=lambda kv: kv[1][0])}

@@ -47,7 +47,7 @@ _PREFIX = (
     rb"(?:\((?P<actor>\w{1,64} pid=\d{1,10})\) )?"                       # Ray actor tag (SGLangEngine pid=N)
     rb"\[?(?:(?P<date>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)|(?P<tod>\d\d:\d\d:\d\d))"  # date and time, or time of day
     rb"(?:\.(?P<frac>\d{1,9}))?"                                          # fraction of a second
-    rb"(?:(?P<tags>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,6})*)\]"        # SGLang's rank tags, or
+    rb"(?:(?P<tags>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,6}){0,8})\]"    # SGLang's rank tags, or
     rb"|(?P<fork> (?:DEBUG|INFO|WARNING|ERROR) \d{1,10} \[[\w.]{1,64}:\d{1,6}\]))"  # a fork's level pid [file:line]
     rb" )?"                                                               # (or no prefix at all)
 )
@@ -96,6 +96,10 @@ def _only(source: bytes, keep: tuple[str, ...]) -> bytes:
     """``source`` with every named group outside ``keep`` made non-capturing."""
     return re.sub(rb"\(\?P<(\w+)>", lambda m: m.group(0) if m.group(1).decode() in keep else b"(?:", source)
 
+
+#: Longest line a template can match (every field at its longest is about 900 bytes), below the least
+#: ``--log.max-line-bytes`` (:data:`~exporter.limits.MAX_LINE_BYTES_MIN`): no template line is oversized.
+TEMPLATE_MAX_BYTES = 1024
 
 #: Every field captured (``match.group(name)``): for the lines whose values become the latest gauges.
 FULL = re.compile(_SOURCE)
