@@ -51,7 +51,7 @@ def test_fuzzed_logs_give_the_same_metrics(tmp_path, monkeypatch, seed):
     path = tmp_path / "fuzz.log"
     path.write_bytes(fuzzed_log(seed, 4000))
     monkeypatch.setattr(file_module, "READ_CHUNK", 1 << (12 + seed % 5))
-    kw = {"max_line_bytes": 1024} if seed % 3 == 0 else {}
+    kw = {"max_line_bytes": (200, 1024)[seed % 2]} if seed % 3 == 0 else {}
     if seed % 2:
         kw["chunked_prefill_size"] = 4096
     _same(path, monkeypatch, workers=2 if seed < 2 else 0, **kw)
@@ -176,3 +176,43 @@ def test_every_title_the_parser_looks_for_holds_a_title_token():
     calls = {node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call)
              and isinstance(node.func, ast.Attribute)}
     assert calls <= {"find", "startswith"}, f"_parse finds titles by other means now: {calls}"
+
+
+def test_no_template_line_is_longer_than_the_least_line_limit():
+    """Every field at its longest still fits TEMPLATE_MAX_BYTES (so the scan skips the length check)."""
+    from exporter.limits import MAX_LINE_BYTES_MIN
+    from exporter.sources.log.templates import TEMPLATE_MAX_BYTES
+
+    c, x = "9" * 15, "9" * 15 + "." + "9" * 17
+    prefix = f"({'A' * 64} pid={'9' * 10}) [2026-09-13 16:00:00.{'9' * 9}{' ATTN_CP999999' * 8}] "
+    decode = (f"Decode batch [{c}]. #running-req: {c}, #full token: {c}, full token usage: {x}, #swa token: {c}, "
+              f"swa token usage: {x}, pre-allocated usage: {x}, #prealloc-req: {c}, #transfer-req: {c}, "
+              f"#retracted-req: {c}, accept len: {x}, accept rate: {x}, musa graph: False, "
+              f"gen throughput (token/s): {x}, largest-len: {c}, #queue-req: {c},. \r")
+    prefill = (f"Prefill batch [{c}]. #new-seq: {c}, #new-token: {c}, #cached-token: {c}, cache hit rate: {x}%, "
+               f"full token usage: {x}, mamba usage: {x}, #running-req: {c}, #queue-req: {c}, #prealloc-req: {c}, "
+               f"#inflight-req: {c}, #pending-token: {c}, musa graph: False, input throughput (token/s): {x},. \r")
+    for body in (decode, prefill):
+        line = (prefix + body).encode()
+        assert SCAN.match(line), body
+        assert len(line) <= TEMPLATE_MAX_BYTES <= MAX_LINE_BYTES_MIN
+
+
+def test_a_run_that_fails_to_apply_is_counted_and_loses_nothing_else(tmp_path, monkeypatch):
+    """Defence in depth, as for one event: a run whose application raises is logged and its lines are
+    counted as malformed; the events around it are still applied."""
+    from exporter.scheduler import store as store_module
+
+    def broken(states, run, wall):
+        raise OverflowError("boom")
+
+    monkeypatch.setattr(store_module, "apply_run", broken)
+    path = tmp_path / "one.log"
+    path.write_text(
+        "[2026-09-13 16:00:00 TP0] Decode batch, #running-req: 3, #token: 30, token usage: 0.10, "
+        "cuda graph: False, gen throughput (token/s): 10.00, #queue-req: 1\n"
+        "[2026-09-13 16:00:01 TP0] server_args=ServerArgs(decode_log_interval=10)\n")
+    text = exposition(path, bulk=True, monkeypatch=monkeypatch)
+    assert 'sglang_exporter_log_lines_total{kind="decode",result="malformed"} 1.0' in text
+    assert 'sglang_exporter_log_lines_total{kind="server_args",result="parsed"} 1.0' in text
+    assert 'sglang_exporter_log_lines_total{kind="decode",result="parsed"} 0.0' in text
