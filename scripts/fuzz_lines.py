@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
-"""Long fuzz run of the parser and the tailer (issue 3): real corpus lines, mutated.
+"""Long fuzz run of the parser and the tailer (issue 3), and of the bulk path against it (issue 17).
 
 Mutations as in tests/test_tail_fuzz.py: cut, spliced with another line, junk bytes inserted (CR,
-NUL, invalid UTF-8, separators), re-encoded as Latin-1, duplicated. The lines are written to a real
-file in random-sized pieces and followed by the real :class:`exporter.sources.log.file.Tailer`; each line is also
-given to the parser directly. Reported: lines generated, lines the tailer counted, exceptions (a
-raise anywhere, or a parser error that parse_line caught), counter decreases.
+NUL, invalid UTF-8, separators), re-encoded as Latin-1, duplicated, plus, for the bulk path, numbers
+and rank tags rewritten. The lines are written to a real file in random-sized pieces and followed by
+the real :class:`exporter.sources.log.file.Tailer`; each line is also given to the parser directly.
+Reported: lines generated, lines the tailer counted, exceptions (a raise anywhere, or a parser error
+that parse_line caught), counter decreases. With ``--bulk``, the same file is then read once more
+the way ``--one-shot`` reads it, through the bulk path on worker processes (exporter/sources/log/bulk.py),
+and once through the per-line path (the reference); the two /metrics texts must be identical.
 
     python scripts/fuzz_lines.py --lines 1000000 --seed 1
+    python scripts/fuzz_lines.py --lines 1000000 --seed 2 --bulk
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import random
+import re
 import sys
 import tempfile
 import time
@@ -43,10 +49,24 @@ def corpus_lines(corpus: Path) -> list[bytes]:
     return sorted(out)
 
 
+NUMBERS = [b"0", b"1", b"00", b"1.00", b"-1", b"1e3", b"9" * 15, b"9" * 16, b"0.123456789012345678",
+           b"\xd9\xa3", b"1_0", b"5%", b"7."]
+TAGS = [b"", b" TP0", b" DP1 TP1", b" DP007 TP3 EP3", b" PP1 TP2", b" DP1234567", b" XP1"]
+
+
 def mutate(rng: random.Random, real: list[bytes]) -> bytes:
     line = rng.choice(real)
     for _ in range(rng.randrange(4)):
-        op = rng.randrange(5)
+        op = rng.randrange(7)
+        if op == 5:  # a number rewritten: what the bulk path's templates must accept or refuse exactly
+            nums = list(re.finditer(rb"\d+(?:\.\d+)?", line))
+            if nums:
+                m = rng.choice(nums)
+                line = line[:m.start()] + rng.choice(NUMBERS) + line[m.end():]
+            continue
+        if op == 6:  # rank tags rewritten
+            line = re.sub(rb"((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ", rng.choice(TAGS) + b"] ", line, count=1)
+            continue
         at = rng.randrange(len(line) + 1)
         if op == 0:
             line = line[:at]
@@ -68,6 +88,8 @@ def main() -> int:
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--corpus", type=Path, default=ROOT / "tests" / "corpus")
+    ap.add_argument("--bulk", action="store_true",
+                    help="also read the file through the bulk path and the per-line path; they must agree")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     real = corpus_lines(args.corpus)
@@ -118,6 +140,7 @@ def main() -> int:
                     seen = now
         tailer.close()
         counted = sum(pipeline.stats.lines.values())
+        differences = bulk_differences(path) if args.bulk else None
     elapsed = time.monotonic() - t0
     print(f"lines generated: {args.lines}")
     print(f"lines counted by the tailer: {counted}; expected {expected} (a bare CR splits a line in two)")
@@ -126,8 +149,35 @@ def main() -> int:
     print(f"oversized: {tailer.stats.oversized_lines}")
     print(f"exceptions: {exceptions}")
     print(f"counter decreases: {decreases}")
+    if differences is not None:
+        print(f"bulk path against the per-line path: {'identical' if not differences else 'DIFFERENT'}")
+        for row in differences[:20]:
+            print(f"  {row}")
     print(f"seconds: {elapsed:.1f}")
-    return 1 if exceptions or decreases or counted != expected else 0
+    return 1 if exceptions or decreases or counted != expected or differences else 0
+
+
+def bulk_differences(path: Path) -> list[str]:
+    """The /metrics lines that differ between the per-line path and the bulk path over ``path`` (read
+    as --one-shot reads it; the bulk path on worker processes), collector durations aside."""
+    import difflib
+
+    from prometheus_client import generate_latest
+
+    from exporter.cli import build_registry
+    from exporter.sources.log import source as source_module
+    from exporter.sources.log.source import LogSource
+
+    source_module.worker_count = lambda total: 2
+    texts = []
+    for bulk in (False, True):
+        store = SchedulerStore(SchedulerStates(40, clock=lambda: 0.0))
+        log = LogSource([str(path)], store, from_beginning=True, clock=lambda: 0.0, bulk=bulk)
+        log.read_all()
+        text = generate_latest(build_registry(store, log, None)).decode()
+        texts.append([row for row in io.StringIO(text).read().splitlines()
+                      if not row.startswith("sglang_exporter_collector_duration_seconds")])
+    return [row for row in difflib.unified_diff(*texts, lineterm="", n=0) if row[:1] in "+-"]
 
 
 if __name__ == "__main__":
