@@ -20,7 +20,7 @@ from exporter.sources.log import bulk_ingest, file as file_module
 from exporter.sources.log.bulk import scan_block
 from exporter.sources.log.parser import parse_line
 from exporter.sources.log.prefix import parse_origin
-from exporter.sources.log.templates import FULL, SCAN
+from exporter.sources.log.templates import FULL, SCAN, parse_template
 from exporter.events import DecodeBatch, PrefillBatch
 
 
@@ -134,6 +134,7 @@ def test_a_template_line_is_what_the_parser_reads():
         text = line.decode("ascii").removesuffix("\r")
         ev = parse_line(text)
         assert type(ev) in (DecodeBatch, PrefillBatch), line
+        assert parse_template(text) == ev, line
         full = FULL.match(line)
         assert parse_origin(text[:max(full.end("prefix"), 0)]) == ev.origin, line
         (run,) = scan_block(line, 1 << 20).segments
@@ -148,6 +149,13 @@ def test_a_template_line_is_what_the_parser_reads():
             assert (list(rr.new_seq), list(rr.new_token)) == ([ev.new_seq], [ev.new_token])
             assert rr.cached_tokens == (ev.cached_token or 0) and list(rr.prefill_top) == [ev.kv.max_device_ratio]
     assert matched > 5_000
+
+
+def test_a_line_that_is_no_template_is_left_to_the_parser():
+    for line in _template_lines():
+        text = line.decode("utf-8", "replace")
+        if SCAN.match(line) is None:
+            assert parse_template(text) is None, line
 
 
 def test_worker_count_uses_one_core_for_small_inputs(monkeypatch):
@@ -216,3 +224,34 @@ def test_a_run_that_fails_to_apply_is_counted_and_loses_nothing_else(tmp_path, m
     assert 'sglang_exporter_log_lines_total{kind="decode",result="malformed"} 1.0' in text
     assert 'sglang_exporter_log_lines_total{kind="server_args",result="parsed"} 1.0' in text
     assert 'sglang_exporter_log_lines_total{kind="decode",result="parsed"} 0.0' in text
+
+
+# --- the report reads template lines without the parser, to the same document -----------------------
+
+def _report_json(path, monkeypatch, fast: bool) -> str:
+    import json
+
+    from exporter.report import Recorder, analyse, read_logs
+    from exporter.report import read as report_read
+
+    with monkeypatch.context() as m:
+        if not fast:
+            m.setattr(report_read, "parse_template", lambda line: None)
+        rec = Recorder()
+        doc = analyse(rec, read_logs([str(path)], rec, progress=False))
+    return json.dumps(doc, sort_keys=True, default=str)
+
+
+@pytest.mark.parametrize("source", ["corpus", "fuzz", "bench"])
+def test_the_report_is_the_same_document_with_and_without_the_template_reader(tmp_path, monkeypatch, source):
+    path = tmp_path / f"{source}.log"
+    if source == "corpus":
+        path.write_bytes(b"\n".join(corpus_lines()) + b"\n")
+    elif source == "fuzz":
+        path.write_bytes(fuzzed_log(5, 6000))
+    else:
+        spec = importlib.util.spec_from_file_location("genlog", ROOT / "bench" / "genlog.py")
+        genlog = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(genlog)
+        genlog.build(str(path), 20_000, str(ROOT / "tests" / "corpus"))
+    assert _report_json(path, monkeypatch, fast=True) == _report_json(path, monkeypatch, fast=False)

@@ -30,6 +30,7 @@ from .upstream import (
     ServerArgs,
     StageAttribution,
     parse_line,
+    parse_template,
 )
 
 #: Event types of SGLang Omni's own lines that are no scheduler line of the report (pipeline facts).
@@ -224,7 +225,7 @@ class Recorder:
             if stamp:
                 self._note_time(*stamp)
             return
-        ev = parse_line(line)
+        ev = parse_template(line) or parse_line(line)  # a common template line skips the parser
         kind = type(ev)
         if "KV Cache is allocated" in line and (kind is not KvAllocation or ev.origin.task is None):
             self._kv_alloc_line(line)  # plain SGLang's; an SGLang Omni stage's is its own (_apply)

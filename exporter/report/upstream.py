@@ -21,8 +21,9 @@ from ..events import (
 )
 from ..sources.log.attribution import StageAttribution
 from ..sources.log.parser import Malformed, parse_line
+from ..sources.log.templates import parse_template
 from ..scheduler.state import SchedulerStates
 
 __all__ = ["KINDS", "KIND_OF", "Capacity", "CudaGraphCapture", "DecodeBatch", "KvAllocation", "Malformed",
            "PrefillBatch", "ReqTimeStats", "RetractAbort", "Retraction", "SchedulerStates", "ServerArgs",
-           "StageAttribution", "parse_line"]
+           "StageAttribution", "parse_line", "parse_template"]
