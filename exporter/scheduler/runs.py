@@ -255,17 +255,21 @@ def _integrate_queue(r: ReplicaCounters, rr: ReplicaRun, wall: float) -> None:
     if not queue:
         return
     cap = QUEUE_SAMPLE_MAX_GAP_SECONDS
-    if clocks is not None:
+    if clocks is not None:  # line by line, as the state does, in local variables
+        last_q, last_t, last_c = r.last_queue, r.last_queue_time, r.last_queue_clock
+        total = r.queue_request_seconds
         for q, t, clock in zip(queue, times, clocks):
             if t is None:
                 t = wall
-            if r.last_queue is not None and r.last_queue_clock == clock and r.last_queue_time is not None:
-                dt = t - r.last_queue_time
+            if last_q is not None and last_c == clock and last_t is not None:
+                dt = t - last_t
                 if clock == "tod" and dt < -43200:
                     dt += 86400
                 if dt > 0:
-                    r.queue_request_seconds += r.last_queue * min(dt, cap)
-            r.last_queue, r.last_queue_time, r.last_queue_clock = q, t, clock
+                    total += last_q * min(dt, cap)
+            last_q, last_t, last_c = q, t, clock
+        r.queue_request_seconds = total
+        r.last_queue, r.last_queue_time, r.last_queue_clock = last_q, last_t, last_c
         return
     first: list[float] = []
     if r.last_queue is not None and r.last_queue_clock == "log" and r.last_queue_time is not None:
