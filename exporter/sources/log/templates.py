@@ -12,10 +12,12 @@ Omni), other eras and titles, fields in another order or with other spellings, d
 
 What a match guarantees, so that no value needs checking again:
 
-* the prefix is SGLang's ``[YYYY-MM-DD HH:MM:SS(.frac)( rank tag)*] `` (or ``HH:MM:SS`` of 2024;
+* the prefix is SGLang's ``[YYYY-MM-DD HH:MM:SS(.frac) RANK TAGS] `` (or ``HH:MM:SS`` of 2024;
   the ``[`` may have been lost at a cut), a fork's ``YYYY-MM-DD HH:MM:SS LEVEL pid [file:line] ``,
-  either one after a Ray actor tag ``(Name pid=N) ``, or nothing; rank tags of :mod:`.prefix`'s
-  form only;
+  either one after a Ray actor tag ``(Name pid=N) ``, or nothing. The rank tags are read by
+  :func:`.prefix.parse_origin` itself, once per distinct text (upper-case letters, digits, ``_``
+  and blanks after a blank: no date, time, quote or ``=`` can hide there, so the time stamp and the
+  message start are the ones the parser finds);
 * the title starts the message (:func:`.prefix.starts_message` holds), and it is the first title the
   parser looks for in the line;
 * every count is 1 to 15 ASCII digits and every number has at most 15 digits before its point,
@@ -54,7 +56,7 @@ _PREFIX = (
     rb"(?:\((?P<actor>\w{1,64} pid=\d{1,10})\) )?"                       # Ray actor tag (SGLangEngine pid=N)
     rb"\[?(?:(?P<date>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)|(?P<tod>\d\d:\d\d:\d\d))"  # date and time, or time of day
     rb"(?:\.(?P<frac>\d{1,9}))?"                                          # fraction of a second
-    rb"(?:(?P<tags>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,6}){0,8})\]"    # SGLang's rank tags, or
+    rb"(?:(?P<tags>(?: [A-Z_0-9 ]{0,127})?)\]"                          # SGLang's rank tags, or
     rb"|(?P<fork> (?:DEBUG|INFO|WARNING|ERROR) \d{1,10} \[[\w.]{1,64}:\d{1,6}\]))"  # a fork's level pid [file:line]
     rb" )?"                                                               # (or no prefix at all)
 )
