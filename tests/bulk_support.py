@@ -115,7 +115,7 @@ def fuzzed_log(seed: int, lines: int) -> bytes:
     out = []
     for _ in range(lines):
         r = rng.random()
-        if r < 0.01:
+        if r < 0.002:
             out.append(rng.choice(_STARTUP))
         elif r < 0.2:
             out.append(rng.choice(real))

@@ -107,5 +107,6 @@ def test_every_apply_moves_the_generation_and_a_snapshot_carries_it():
     assert store.snapshot().generation == store.generation == 0
     store.apply(events([DECODE.format(s=1, tags=" DP0 TP0", r=1, t=1, q=0)]), wall=1.0)
     assert store.snapshot().generation == store.generation == 1
-    store.apply_block([], [], wall=2.0)
+    from exporter.scheduler.runs import Run
+    store.apply_run(Run(), wall=2.0)
     assert store.snapshot().generation == 2

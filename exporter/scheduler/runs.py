@@ -17,8 +17,9 @@ in what the collector serves:
   before its first Decode line of the run) is read from the state when the run is applied;
 * gauges take the scheduler's latest line of any replica.
 
-A run never meets the scheduler and replica caps: the caller applies it only when every identity it
-names fits (:func:`fits`), and otherwise feeds its lines through the per-line path.
+A run is applied only where the state would refuse none of its lines (:func:`applicable`: the
+caps, impossible rank tags, a derived figure near the end of the value range); otherwise the caller
+feeds its lines through the per-line path, which refuses exactly the lines the state refuses.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from itertools import compress, islice, repeat
 from operator import add, ge, gt, mul, sub
 from typing import Any
 
-from ..events import Origin
-from ..limits import MAX_REPLICAS, MAX_SCHEDULERS, QUEUE_SAMPLE_MAX_GAP_SECONDS
+from ..events import DecodeBatch, Origin
+from ..limits import MAX_REPLICAS, MAX_SCHEDULERS, MAX_VALUE, QUEUE_SAMPLE_MAX_GAP_SECONDS
 from .state import ReplicaCounters, SchedulerState, SchedulerStates
 
 #: Histograms of :class:`ReplicaCounters` a run fills, with the column each one observes.
@@ -74,8 +75,13 @@ class ReplicaRun:
             None)`` where the scheduler's value before the run applies.
         retract_aborts: ``retract_decode: aborted last request`` lines.
         queue_wait: ``queue_duration`` (s) of each request time-stats line with a non-negative one.
+        void_lines: Request time-stats lines with a negative ``queue_duration``: admitted or refused
+            like the others, they apply nothing.
         buckets: Per histogram of :data:`RUN_HISTOGRAMS`, non-cumulative bucket counts of its
             column (filled by :meth:`finish`).
+        peak_queue / peak_tokens: The largest ``#queue-req``, and the largest ``#running-req`` x
+            ``accept len`` of a Decode line (filled by :meth:`finish`): the figures the state refuses
+            a line for when they leave the value range (see :func:`in_range`).
     """
 
     origin: Origin
@@ -97,7 +103,10 @@ class ReplicaRun:
     estimated: list[tuple[int, float | None]] = field(default_factory=list)
     retract_aborts: int = 0
     queue_wait: Any = field(default_factory=list)
+    void_lines: int = 0
     buckets: dict[str, list[int]] = field(default_factory=dict)
+    peak_queue: int = 0
+    peak_tokens: float = 0.0
 
     def accept_len(self, value: float) -> None:
         """Note the ``accept len`` of the Decode line just added to :attr:`running`."""
@@ -110,6 +119,9 @@ class ReplicaRun:
         upper bounds), and pack the columns into arrays (cheap to send to another process)."""
         self.decode_lines = len(self.running)
         self.prefill_lines = len(self.new_seq)
+        self.peak_queue = max(self.queue, default=0)
+        accept = self.accept if self.accept is not None else repeat(1.0)
+        self.peak_tokens = max(map(mul, self.running, accept), default=0.0)
         for name, column in RUN_HISTOGRAMS:
             values = getattr(self, column)
             if values:
@@ -156,16 +168,24 @@ class Run:
             counts["prefill"] += rr.prefill_lines
             counts["retraction"] += rr.retractions
             counts["retract_abort"] += rr.retract_aborts
-            counts["req_time_stats"] += len(rr.queue_wait)
+            counts["req_time_stats"] += len(rr.queue_wait) + rr.void_lines
         return counts
 
 
-def fits(states: SchedulerStates, origins: list[Origin]) -> bool:
-    """True when every identity in ``origins`` fits under the caps even if all of them are new, so
-    that no line naming them can be rejected (:meth:`SchedulerStates.admits`)."""
+def applicable(states: SchedulerStates, run: Run) -> bool:
+    """True when :func:`apply_run` gives what applying the run's lines one by one gives: the state
+    would refuse none of them.
+
+    * Every replica fits under the caps even if all are new, and none carries a rank the state
+      refuses (:meth:`SchedulerStates.refusal`; the block holds no start-up line, so what the state
+      knows of the ranks stands while the run is applied).
+    * No derived figure comes near the end of the value range (decode tokens, the queue integral's
+      step, a recompute estimate: the state refuses a line whose figure would leave it).
+    """
     new_schedulers: set[str] = set()
     new_replicas = 0
-    for origin in set(origins):
+    for rr in run.replicas:
+        origin = rr.origin
         key = SchedulerStates.key(origin)
         s = states.schedulers.get(key)
         if s is None:
@@ -173,12 +193,31 @@ def fits(states: SchedulerStates, origins: list[Origin]) -> bool:
             new_replicas += 1
         elif origin.replica not in s.replicas:
             new_replicas += 1
-    return (len(states.schedulers) + len(new_schedulers) <= MAX_SCHEDULERS
-            and states.replica_count + new_replicas <= MAX_REPLICAS)
+        if states.refusal(origin, DecodeBatch) is not None:
+            return False
+    if (len(states.schedulers) + len(new_schedulers) > MAX_SCHEDULERS
+            or states.replica_count + new_replicas > MAX_REPLICAS):
+        return False
+    interval = states.decode_log_interval
+    for rr in run.replicas:
+        if rr.peak_queue * QUEUE_SAMPLE_MAX_GAP_SECONDS >= _NEAR_MAX or rr.peak_tokens * interval >= _NEAR_MAX:
+            return False
+        s = states.schedulers.get(SchedulerStates.key(rr.origin))
+        before = s.mean_tokens_per_running_req if s is not None else None
+        for reqs, mean in rr.estimated:
+            mean = before if mean is None else mean
+            if mean is not None and reqs * mean >= _NEAR_MAX:
+                return False
+    return True
+
+
+#: A figure this close to :data:`~exporter.limits.MAX_VALUE` may be refused by the state, depending
+#: on the rounding of the product it comes from: such a run is read line by line instead.
+_NEAR_MAX = MAX_VALUE * (1 - 1e-9)
 
 
 def apply_run(states: SchedulerStates, run: Run, wall: float) -> None:
-    """Apply one run (the caller holds the store's lock and has checked :func:`fits`).
+    """Apply one run (the caller holds the store's lock and has checked :func:`applicable`).
 
     Args:
         states: The state.
@@ -187,14 +226,16 @@ def apply_run(states: SchedulerStates, run: Run, wall: float) -> None:
             their own, and the schedulers' ``last_stats_wall``.
     """
     for rr in run.replicas:
-        slot = states.admit(rr.origin)
-        if slot is None:  # pragma: no cover - fits() rules it out
-            raise RuntimeError(f"replica beyond the caps in a run: {rr.origin}")
-        sched, r = slot
+        if not (rr.decode_lines or rr.prefill_lines or rr.retractions or rr.retract_aborts or rr.queue_wait):
+            continue  # only lines that apply nothing (request time stats with a negative duration)
+        sched = states.scheduler(SchedulerStates.key(rr.origin))
+        r = sched.replica(rr.origin.replica)
         _counters(states, sched, r, rr)
         _integrate_queue(r, rr, wall)
     for key, values in run.latest.items():
-        s = states.schedulers[key]
+        s = states.schedulers.get(key)
+        if s is None:
+            continue
         tables = {"gauge": s.gauges, "pool": s.kv_pools, "pd": s.pd_queues}
         for (table, name), value in values.items():
             if table == "mean":

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..events import Capacity, Event, Origin
-from .runs import Run, apply_run, fits
+from ..events import Capacity, Event
+from .runs import Run, applicable, apply_run
 from .state import COUNTER_FIELDS, HISTOGRAM_BOUNDS, HISTOGRAM_FIELDS, SchedulerState, SchedulerStates
 
 log = logging.getLogger(__name__)
@@ -91,7 +90,7 @@ class SchedulerStore:
         states: The guarded state. Read it directly only while holding :attr:`lock` (tests,
             the offline report, which has no concurrent reader).
         lock: Held while events are applied and while a snapshot's raw values are copied.
-        generation: Bumped by every :meth:`apply` and :meth:`apply_block` (under the lock), so that a
+        generation: Bumped by every :meth:`apply` and :meth:`apply_run` (under the lock), so that a
             collector can tell that nothing changed since its last snapshot without taking one.
     """
 
@@ -129,47 +128,29 @@ class SchedulerStore:
                     rejected.append((ev, reason))
         return rejected
 
-    def apply_block(self, segments: Sequence[Event | Run], origins: Collection[Origin],
-                    wall: float) -> tuple[list[Event], Counter] | None:
-        """Apply the bulk path's segments in order (:mod:`exporter.sources.log.bulk`), atomically for
-        readers: runs of scheduler lines (:func:`~.runs.apply_run`) and single events.
+    def apply_run(self, run: Run, wall: float) -> bool | None:
+        """Apply a run of the bulk path (:mod:`exporter.sources.log.bulk`), atomically for readers.
 
         Args:
-            segments: Runs and events, oldest first.
-            origins: Every identity they name.
+            run: The lines of one block, as columns.
             wall: Wall-clock time (s since epoch) the source read them.
 
         Returns:
-            The events that were not applied (as :meth:`apply`), and the lines of runs that failed to
-            apply, by kind (logged; never expected); ``None`` when nothing was applied because the
-            identities might not all fit under the caps (:func:`~.runs.fits`): then the caller applies
-            the lines one by one, and the caps reject exactly the lines they reject.
+            True when applied; ``None`` when not applied because the state would refuse some of its
+            lines (:func:`~.runs.applicable`): then the caller applies the lines one by one, and the
+            state refuses exactly those; False when applying it raised (logged; never expected: the
+            caller counts its lines as refused for ``error``, as :meth:`apply` does for one event).
         """
-        rejected: list[Event] = []
-        failed: Counter = Counter()
         with self.lock:
-            states = self.states
-            if not fits(states, list(origins)):
+            if not applicable(self.states, run):
                 return None
             self.generation += 1
-            for seg in segments:
-                if type(seg) is Run:
-                    try:
-                        apply_run(states, seg, wall)
-                    except Exception:  # defence in depth, as below: count its lines, keep the rest
-                        log.warning("could not apply a run of scheduler lines; counted as malformed",
-                                    exc_info=True)
-                        failed.update(seg.line_counts())
-                    continue
-                try:
-                    applied = states.apply(seg, wall)
-                except Exception:  # defence in depth, as in apply()
-                    log.warning("could not apply a %s event; counted as malformed", type(seg).__name__,
-                                exc_info=True)
-                    applied = False
-                if not applied:
-                    rejected.append(seg)
-        return rejected, failed
+            try:
+                apply_run(self.states, run, wall)
+            except Exception:  # defence in depth, as in apply()
+                log.warning("could not apply a run of scheduler lines; counted as malformed", exc_info=True)
+                return False
+        return True
 
     def snapshot(self) -> SchedulerSnapshot:
         """The state as collectors read it (no Prometheus object is built here).

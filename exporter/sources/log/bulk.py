@@ -6,11 +6,13 @@ with one compiled pattern (:mod:`.templates`). A line that matches is a common `
 (:class:`~exporter.scheduler.runs.ReplicaRun`), without an event object. Every other line is
 decoded by the splitter's rules and handed to the per-line parser (:func:`.parser.parse_line`, the
 reference) in order: a stats line, a retraction, an aborted retraction or request time stats joins
-the same columns; a start-up line (capacity, ``server_args``) or any other event ends the run and is
-kept as the event it is; a damaged line or a line of no kind is counted. The result
-(:class:`BlockResult`) holds nothing of the store, so blocks can be scanned in other processes and
-applied in order (:mod:`.bulk_ingest`); ``tests/test_log_bulk.py`` runs both paths over the corpus,
-fuzzed logs and the bench log and requires the same output.
+the same columns; a damaged line or a line of no kind is counted. A start-up line (capacity,
+``server_args``, ``KV Cache is allocated``) or an event of any other kind changes what the lines
+after it mean: a block that holds one is read line by line instead, as is a block whose lines the
+state would refuse (:func:`~exporter.scheduler.runs.applicable`). The result (:class:`BlockResult`)
+holds nothing of the store, so blocks can be scanned in other processes and applied in order
+(:mod:`.bulk_ingest`); ``tests/test_log_bulk.py`` runs both paths over the corpus, fuzzed logs and
+the bench log and requires the same output.
 """
 
 from __future__ import annotations
@@ -19,58 +21,56 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from ... import metrics
 from ...events import KIND_OF, DecodeBatch, Event, Origin, PrefillBatch, ReqTimeStats, RetractAbort, Retraction
 from ...scheduler.runs import RUN_HISTOGRAMS, ReplicaRun, Run
-from ...scheduler.state import SchedulerStates
+from ...scheduler.state import HISTOGRAM_BOUNDS, SchedulerStates
 from .lines import LineSplitter
 from .parser import Malformed, parse_line
 from .prefix import parse_origin
 from .templates import FULL, GROUP, SCAN, SCAN_FIELDS, TEMPLATE_MAX_BYTES
 
 #: Histogram bounds by :class:`~exporter.scheduler.state.ReplicaCounters` attribute.
-_BOUNDS = {
-    "batch_size_decode": metrics.get("sglang_scheduler_batch_size").buckets,
-    "batch_size_prefill": metrics.get("sglang_scheduler_batch_size").buckets,
-    "kv_usage_decode": metrics.get("sglang_scheduler_kv_usage_observed_ratio").buckets,
-    "kv_usage_prefill": metrics.get("sglang_scheduler_kv_usage_observed_ratio").buckets,
-    "prefill_tokens": metrics.get("sglang_scheduler_prefill_batch_tokens").buckets,
-    "queue_wait": metrics.get("sglang_scheduler_queue_wait_seconds").buckets,
-}
-if set(_BOUNDS) != {name for name, _ in RUN_HISTOGRAMS}:  # pragma: no cover - a histogram added to runs only
-    raise AssertionError("bulk: every histogram of a run needs its bounds")
+_BOUNDS = {name: HISTOGRAM_BOUNDS[name] for name, _ in RUN_HISTOGRAMS}
 #: Texts of which every title the per-line parser looks for (``parser._parse``) holds one: a line with
 #: none of them is no scheduler line, and is counted as such without being decoded and parsed.
 #: ``tests/test_log_bulk.py`` checks them against the parser's source, so a new title fails there.
 TITLE_TOKENS = (b"batch", b"etract", b"out of memory", b"max_total_num_tokens=", b"server_args=", b"Stats(",
-                b"#running-req")
-#: Event types a run takes as columns; every other event (start-up lines, kinds added later) ends it.
+                b"#running-req", b"KV Cache is allocated")
+#: Event types a run takes as columns; any other event (start-up lines, kinds added later) sends the
+#: whole block through the per-line path.
 _RUN_EVENTS = (DecodeBatch, PrefillBatch, Retraction, RetractAbort, ReqTimeStats)
 _MEMO_MAX = 4096
 
 
 @dataclass(slots=True)
 class BlockResult:
-    """What a block of lines holds, in order, ready to be applied to the store.
+    """What a block of lines holds, ready to be applied to the store.
 
     Attributes:
-        segments: :class:`Run` objects and events of other kinds, in line order.
-        origins: Every identity the block names (checked against the caps before it is applied).
+        run: The block's scheduler lines as one run (``None`` when it has none).
+        startup: The block holds a line of another kind (a start-up line: capacity, ``server_args``,
+            ``KV Cache is allocated``, or a kind added later): such a line changes what the lines
+            after it mean, so the block is read line by line instead, and nothing else here is set.
         lines: Lines the block held after the splitter's rules (a ``\\r`` splits one, an oversized
             one is dropped).
-        parsed: Lines within the runs, by kind (the events between runs are counted when applied).
+        parsed: Lines within the run, by kind.
         ignored: Lines of no scheduler kind.
         malformed: Damaged lines by kind.
         dropped: Lines dropped for exceeding ``max_line_bytes``.
     """
 
-    segments: list[Run | Event] = field(default_factory=list)
-    origins: set[Origin] = field(default_factory=set)
+    run: Run | None = None
+    startup: bool = False
     lines: int = 0
     parsed: Counter = field(default_factory=Counter)
     ignored: int = 0
     malformed: Counter = field(default_factory=Counter)
     dropped: int = 0
+
+
+class _Startup(Exception):
+    """Internal: the block holds a start-up line (or another event that is no run's); it is read
+    line by line."""
 
 
 class _Builder:
@@ -120,7 +120,14 @@ class _Scanner:
             self.canonical.clear()
         res = BlockResult()
         splitter = LineSplitter(max_line_bytes)
-        parts = block.split(b"\n")
+        try:
+            self._scan(block.split(b"\n"), max_line_bytes, splitter, res)
+        except _Startup:
+            return BlockResult(startup=True)
+        res.dropped = splitter.dropped
+        return res
+
+    def _scan(self, parts: list[bytes], max_line_bytes: int, splitter: LineSplitter, res: BlockResult) -> None:
         b = _Builder(parts)
         seconds = self.seconds
         pending: list[bytes] = []
@@ -134,12 +141,13 @@ class _Scanner:
         else:
             matches = (match(p) if len(p) <= max_line_bytes else None for p in parts)
         templates = ignored = 0
-        t0, t1, t2, t3, t4, t5, t6 = TITLE_TOKENS
+        t0, t1, t2, t3, t4, t5, t6, t7 = TITLE_TOKENS
         for i, m in enumerate(matches):
             if m is None:
                 part = parts[i]
                 if (b"\r" not in part and t0 not in part and t1 not in part and t2 not in part and t3 not in part
-                        and t4 not in part and t5 not in part and t6 not in part and len(part) <= max_line_bytes):
+                        and t4 not in part and t5 not in part and t6 not in part and t7 not in part
+                        and len(part) <= max_line_bytes):
                     ignored += 1  # one line (no \r to split it, not too long) that no title can start
                     continue
                 if not pending:
@@ -215,10 +223,8 @@ class _Scanner:
         if pending:
             self._lines(splitter.decode(pending), res, b, first_pending)
         self._end_run(res, b)
-        res.dropped = splitter.dropped
         res.lines += templates + ignored
         res.ignored += ignored
-        return res
 
     def _slot(self, b: _Builder, key: tuple, line: bytes) -> tuple[ReplicaRun, dict]:
         """The replica columns and scheduler values of a template prefix, first seen in this run."""
@@ -273,15 +279,11 @@ class _Scanner:
             elif kind is Malformed:
                 res.malformed[ev.kind] += 1
             elif kind in _RUN_EVENTS:
-                origin = self._canonical(ev.origin)
                 if kind is not DecodeBatch and kind is not PrefillBatch:  # those are counted by their run
                     res.parsed[KIND_OF[kind]] += 1
-                    res.origins.add(origin)
-                _add_event(b, origin, ev, n)
+                _add_event(b, self._canonical(ev.origin), ev, n)
             else:
-                self._end_run(res, b)
-                res.origins.add(self._canonical(ev.origin))
-                res.segments.append(ev)
+                raise _Startup
 
     @staticmethod
     def _end_run(res: BlockResult, b: _Builder) -> None:
@@ -292,13 +294,11 @@ class _Scanner:
             rr.finish(_BOUNDS)
             res.parsed["decode"] += rr.decode_lines
             res.parsed["prefill"] += rr.prefill_lines
-            res.origins.add(rr.origin)
             if rr.decode_lines or rr.prefill_lines:
                 run.stats_schedulers.add(SchedulerStates.key(rr.origin))
         for key, latest in b.latest.items():
             run.latest[key] = _resolved(latest, b.parts)
-        res.segments.append(run)
-        b.reset()
+        res.run = run
 
 
 _SCANNER = _Scanner()
@@ -323,9 +323,10 @@ def _add_event(b: _Builder, origin: Origin, ev: Event, n: int) -> None:
     """An event of the per-line parser into its replica's columns and its scheduler's latest values,
     as ``SchedulerStates.apply`` would apply it."""
     kind = type(ev)
-    if kind is ReqTimeStats and ev.queue_duration < 0:
-        return  # applied as nothing (not even its scheduler is created)
     rr = b.replica(origin)
+    if kind is ReqTimeStats and ev.queue_duration < 0:
+        rr.void_lines += 1  # applied as nothing, not even its scheduler created, once admitted
+        return
     latest = b.scheduler(SchedulerStates.key(origin))
     if kind is ReqTimeStats:
         rr.queue_wait.append(ev.queue_duration)

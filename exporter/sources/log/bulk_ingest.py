@@ -18,8 +18,6 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
-from ...events import KIND_OF
-from ...scheduler.runs import Run
 from ...scheduler.store import SchedulerStore
 from .bulk import BlockResult, scan_block
 from .ingest import Ingest
@@ -111,16 +109,23 @@ class BulkIngest(Ingest):
         return self._apply(future.result(), block, max_line_bytes, file_stats)
 
     def _apply(self, res: BlockResult, block: bytes, max_line_bytes: int, file_stats: FileStats) -> int:
-        if res.dropped:
-            file_stats.oversized_lines += res.dropped
-        if not res.lines:
-            return 0
-        wall = self._clock()
-        outcome = self.store.apply_block(res.segments, res.origins, wall)
-        if outcome is None:  # near the scheduler or replica caps: the per-line path decides line by line
-            log.debug("a block names schedulers or replicas near the caps: read line by line")
-            return super().feed(LineSplitter(max_line_bytes).decode(block.split(b"\n")))
-        rejected, failed = outcome
+        if not res.startup:
+            wall = self._clock()
+            outcome = True if res.run is None else self.store.apply_run(res.run, wall)
+            if outcome is not None:
+                file_stats.oversized_lines += res.dropped
+                self._count(res, wall, failed=outcome is False)
+                return res.lines
+            log.debug("a block with lines the state refuses (caps, ranks, range): read line by line")
+        # The per-line path: a start-up line changes what the lines after it mean, or the state
+        # refuses some lines; the reference decides line by line.
+        splitter = LineSplitter(max_line_bytes)
+        lines = splitter.decode(block.split(b"\n"))
+        file_stats.oversized_lines += splitter.dropped
+        return super().feed(lines)
+
+    def _count(self, res: BlockResult, wall: float, failed: bool) -> None:
+        """Count a block applied as a run (``failed``: applying the run raised)."""
         stats = self.stats
         with stats.lock:
             counts = stats.lines
@@ -129,18 +134,12 @@ class BulkIngest(Ingest):
                 counts[(kind, "malformed")] += n
             for kind, n in res.parsed.items():
                 counts[(kind, "parsed")] += n
-            for seg in res.segments:
-                if type(seg) is not Run:
-                    counts[(KIND_OF[type(seg)], "parsed")] += 1
-            for ev in rejected:
-                kind = KIND_OF[type(ev)]
-                counts[(kind, "parsed")] -= 1
-                counts[(kind, "malformed")] += 1
-            for kind, n in failed.items():
-                counts[(kind, "parsed")] -= n
-                counts[(kind, "malformed")] += n
+            if failed:
+                for kind, n in res.run.line_counts().items():
+                    counts[(kind, "parsed")] -= n
+                    counts[(kind, "malformed")] += n
+                    stats.rejected["error"] += n
             stats.last_line_wall = wall
-        return res.lines
 
 
 def _start_pool(workers: int):

@@ -21,7 +21,8 @@ What a match guarantees, so that no value needs checking again:
 * the title starts the message (:func:`.prefix.starts_message` holds), and it is the first title the
   parser looks for in the line;
 * every count is 1 to 15 ASCII digits and every number has at most 15 digits before its point,
-  so both are inside :func:`~exporter.limits.in_value_range`, as the parser requires;
+  so both are inside :func:`~exporter.limits.in_value_range`, as the parser requires, and every
+  usage ratio is at most 1;
 * the line holds no quote, no ``obj=``, no ``\\r`` except one at its end, no NUL, and only ASCII.
 
 Two compilations of one pattern: :data:`SCAN` captures only what every line needs (identity, time,
@@ -40,6 +41,8 @@ from .prefix import parse_origin
 
 _COUNT = rb"\d{1,15}"
 _NUMBER = rb"\d{1,15}(?:\.\d{1,17})?"
+#: A usage ratio the parser accepts: a number of at most 1 (SGLang prints used / capacity).
+_RATIO = rb"(?:0{1,15}(?:\.\d{1,17})?|0{0,14}1(?:\.0{1,17})?)"
 
 
 def _graph(name: str) -> bytes:
@@ -62,10 +65,10 @@ _PREFIX = (
 )
 _DECODE = (
     rb"Decode batch(?: \[\d{1,15}\])?[.,] #running-req: " + _field("d_running", _COUNT) + rb", "
-    rb"(?:#token: " + _field("d_token", _COUNT) + rb", token usage: " + _field("d_usage") + rb", "
-    rb"|#full token: " + _field("d_full_token", _COUNT) + rb", full token usage: " + _field("d_full_usage")
-    + rb", #swa token: \d{1,15}, swa token usage: " + _field("d_swa_usage") + rb", )"
-    rb"(?:pre-allocated usage: (?P<d_has_prealloc>)" + _field("d_prealloc_usage") + rb", #prealloc-req: "
+    rb"(?:#token: " + _field("d_token", _COUNT) + rb", token usage: " + _field("d_usage", _RATIO) + rb", "
+    rb"|#full token: " + _field("d_full_token", _COUNT) + rb", full token usage: " + _field("d_full_usage", _RATIO)
+    + rb", #swa token: \d{1,15}, swa token usage: " + _field("d_swa_usage", _RATIO) + rb", )"
+    rb"(?:pre-allocated usage: (?P<d_has_prealloc>)" + _field("d_prealloc_usage", _RATIO) + rb", #prealloc-req: "
     + _field("d_prealloc", _COUNT) + rb", #transfer-req: " + _field("d_transfer", _COUNT)
     + rb", #retracted-req: " + _field("d_retracted", _COUNT) + rb", )?"
     rb"(?:accept len: " + _field("d_accept_len") + rb", )?"
@@ -79,8 +82,8 @@ _PREFILL = (
     rb"Prefill batch(?: \[\d{1,15}\])?[.,] #new-seq: " + _field("p_new_seq", _COUNT) + rb", #new-token: "
     + _field("p_new_token", _COUNT) + rb", #cached-token: " + _field("p_cached", _COUNT) + rb", "
     rb"(?:cache hit rate: " + _NUMBER + rb"%, )?"
-    rb"(?:token usage: " + _field("p_usage") + rb", |full token usage: " + _field("p_full_usage")
-    + rb", mamba usage: " + _field("p_mamba_usage") + rb", )"
+    rb"(?:token usage: " + _field("p_usage", _RATIO) + rb", |full token usage: " + _field("p_full_usage", _RATIO)
+    + rb", mamba usage: " + _field("p_mamba_usage", _RATIO) + rb", )"
     rb"#running-req: " + _field("p_running", _COUNT) + rb", #queue-req: " + _field("p_queue", _COUNT)
     + rb"(?:, #prealloc-req: (?P<p_has_pd>)" + _field("p_bootstrap", _COUNT) + rb", #inflight-req: "
     + _field("p_inflight", _COUNT) + rb")?"
