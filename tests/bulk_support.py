@@ -29,6 +29,14 @@ _DURATION = re.compile(rb"^sglang_exporter_collector_duration_seconds\{.*\n", re
 def exposition(path: Path | str, bulk: bool, workers: int = 0, max_line_bytes: int = 1 << 20,
                decode_log_interval: int = 40, chunked_prefill_size: int | None = None, monkeypatch=None) -> str:
     """The one-shot ``/metrics`` text of ``path`` by one path; ``workers`` forces the worker count."""
+    return read_log(path, bulk, workers, max_line_bytes, decode_log_interval, chunked_prefill_size, monkeypatch)[0]
+
+
+def read_log(path: Path | str, bulk: bool, workers: int = 0, max_line_bytes: int = 1 << 20,
+             decode_log_interval: int = 40, chunked_prefill_size: int | None = None,
+             monkeypatch=None) -> tuple[str, list[tuple[str, int, int]]]:
+    """:func:`exposition`, and each file's ``(path, lines, scheduler lines)`` (what one-shot's exit 3
+    and its warnings read)."""
     if monkeypatch is not None:
         monkeypatch.setattr(log_source_module, "worker_count", lambda total: workers)
     store = SchedulerStore(SchedulerStates(decode_log_interval, clock=lambda: WALL,
@@ -36,7 +44,8 @@ def exposition(path: Path | str, bulk: bool, workers: int = 0, max_line_bytes: i
     source = LogSource([str(path)], store, from_beginning=True, max_line_bytes=max_line_bytes,
                        clock=lambda: WALL, bulk=bulk)
     source.read_all()
-    return _DURATION.sub(b"", generate_latest(build_registry(store, source, None))).decode()
+    files = [(p, fs.lines, fs.scheduler_lines) for p, fs in source.stats.snapshot().files.items()]
+    return _DURATION.sub(b"", generate_latest(build_registry(store, source, None))).decode(), files
 
 
 def corpus_lines() -> list[bytes]:

@@ -1,16 +1,19 @@
 """The bulk path of recorded logs (exporter/sources/log/bulk.py, templates.py, bulk_ingest.py,
 exporter/scheduler/runs.py) against the per-line path, its reference: the same bytes read both ways
-give the same /metrics text, byte for byte, over the whole corpus, fuzzed logs and the bench log,
-in one process and on worker processes, in one read and in many small ones."""
+give the same /metrics text, byte for byte, and the same line and scheduler-line counts per file (one-shot's
+exit 3), over the whole corpus, the SGLang Omni logs (with and without the logging shim, mixed with plain
+SGLang lines), fuzzed logs and the bench log, in one process and on worker processes, in one read and in
+many small ones."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import random
 
 import pytest
-from bulk_support import TEMPLATE_TITLES, corpus_lines, exposition, fuzzed_log, mutate
+from bulk_support import TEMPLATE_TITLES, corpus_lines, exposition, fuzzed_log, mutate, read_log
 from conftest import ROOT, corpus_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,9 +28,12 @@ from exporter.events import DecodeBatch, PrefillBatch
 
 
 def _same(path, monkeypatch, workers=0, **kw) -> str:
-    want = exposition(path, bulk=False, **kw)
-    got = exposition(path, bulk=True, workers=workers, monkeypatch=monkeypatch, **kw)
+    """The /metrics text of ``path`` by both paths, required equal, and so each file's line and
+    scheduler-line counts (one-shot's exit 3 and its warnings)."""
+    want, want_files = read_log(path, bulk=False, **kw)
+    got, got_files = read_log(path, bulk=True, workers=workers, monkeypatch=monkeypatch, **kw)
     assert got == want
+    assert got_files == want_files
     return got
 
 
@@ -43,7 +49,7 @@ def test_the_whole_corpus_in_small_reads_on_workers(tmp_path, monkeypatch):
     path.write_bytes(b"\n".join(corpus_lines()) + b"\n")
     monkeypatch.setattr(file_module, "READ_CHUNK", 4096)
     text = _same(path, monkeypatch, workers=2)
-    assert 'sglang_scheduler_batches_total{dp_rank="0",phase="decode"}' in text
+    assert 'sglang_scheduler_batches_total{dp_rank="0",phase="decode",stage=""}' in text
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -108,9 +114,9 @@ def test_start_up_lines_change_what_follows_in_order(tmp_path, monkeypatch):
     path = tmp_path / "startup.log"
     path.write_text("\n".join(rows))
     text = _same(path, monkeypatch)
-    assert 'sglang_scheduler_batches_total{dp_rank="0",phase="decode"} 60.0' in text  # 40, then 10 and 10
+    assert 'sglang_scheduler_batches_total{dp_rank="0",phase="decode",stage=""} 60.0' in text  # 40, then 10 and 10
     # 2 + 2; 2 + (2 - 1: the 8192-token line ended in a chunk); 2 + (2 - 1: so did the 100-token one)
-    assert 'sglang_scheduler_admitted_requests_total{dp_rank="0"} 10.0' in text
+    assert 'sglang_scheduler_admitted_requests_total{dp_rank="0",stage=""} 10.0' in text
 
 
 def _template_lines() -> list[bytes]:
@@ -230,3 +236,73 @@ def test_a_run_that_fails_to_apply_is_counted_and_loses_nothing_else(tmp_path, m
     assert 'sglang_exporter_log_lines_total{kind="decode",result="malformed"} 1.0' in text
     assert 'sglang_exporter_log_lines_total{kind="decode",result="parsed"} 1.0' in text
     assert 'sglang_exporter_log_rejected_lines_total{reason="error"} 1.0' in text
+
+
+# --- SGLang Omni: its lines go through the stage attribution, line by line --------------------------
+
+OMNI_LOGS = ROOT / "tests" / "omni"
+_SHIM_TOKEN = re.compile(r"\[[^\[\]/]{1,200}/[^\[\]]{1,200}\] ")
+
+
+def _omni_variants() -> dict[str, list[str]]:
+    """The Omni test logs' lines, and logs made from them: without the shim's token (Omni's stock
+    format: one stage, so every line is its stage's, and two stages, so none is), and one stage whose
+    log ends before its pipeline started (the held KV line decided at the end)."""
+    shim = (OMNI_LOGS / "two-stage-shim.log").read_text().splitlines()
+    one = [_SHIM_TOKEN.sub("", ln, count=1) for ln in shim if "talker_ar" not in ln]
+    return {
+        "pr712": (OMNI_LOGS / "pr712-omni-0.5.8-excerpt.log").read_text().splitlines(),
+        "shim-two-stages": shim,
+        "stock-two-stages": [_SHIM_TOKEN.sub("", ln, count=1) for ln in shim],
+        "stock-one-stage": one,
+        "stock-one-stage-unsettled": [ln for ln in one if "MultiProcessPipelineRunner started" not in ln
+                                      and "Coordinator" not in ln and "batch" not in ln and "Retract" not in ln],
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_omni_variants()))
+@pytest.mark.parametrize("chunk", [1 << 20, 700])
+def test_omni_logs_mixed_with_plain_sglang_lines_give_the_same_metrics(tmp_path, monkeypatch, name, chunk):
+    """SGLang Omni's lines (its own, and SGLang's in Omni's format) need the stage attribution: a block
+    holding one is read line by line through Ingest.feed; plain SGLang template lines between them (blocks
+    of their own in 700-byte reads, on worker processes) pass the attribution unchanged either way; a
+    held start-up line is decided at the end of the recording. Same /metrics, same line counts."""
+    lines = _omni_variants()[name]
+    plain = [ln.decode() for ln in corpus_lines() if any(t in ln for t in TEMPLATE_TITLES)]
+    rng = random.Random(name)
+    rows = []
+    for ln in lines:
+        rows += [rng.choice(plain) for _ in range(rng.randrange(0, 12))]
+        rows.append(ln)
+    rows += [rng.choice(plain) for _ in range(30)]
+    monkeypatch.setattr(file_module, "READ_CHUNK", chunk)
+    for text_rows, label in ((lines, "alone"), (rows, "mixed")):
+        path = tmp_path / f"{name}-{label}.log"
+        path.write_text("\n".join(text_rows) + "\n")
+        text = _same(path, monkeypatch, workers=2 if chunk < 1 << 20 else 0)
+        if name == "shim-two-stages":
+            assert 'phase="decode",stage="talker_ar"}' in text and 'phase="decode",stage="thinker"}' in text
+        if name == "stock-one-stage":
+            assert 'sglang_scheduler_batches_total{dp_rank="0",phase="prefill",stage="thinker"} 4.0' in text
+        if name == "stock-two-stages":
+            assert 'kind="decode",result="unattributed"} 8.0' in text
+        if name == "stock-one-stage-unsettled":
+            assert 'kind="kv_allocation",result="parsed"} 1.0' in text and 'stage="thinker"' in text
+
+
+def test_omnis_own_lines_are_never_counted_unparsed():
+    """A line without any SGLang title is counted as no scheduler line without the parser, unless it may be
+    in SGLang Omni's format (OMNI_HINT, the parser's own cheap test, in bytes): every Omni line the parser
+    reads holds the hint."""
+    from exporter.sources.log.bulk import OMNI_HINT
+
+    texts = [ln for lines in _omni_variants().values() for ln in lines]
+    texts += ["2026-08-20 10:15:01,902 [INFO] sglang_omni.pipeline.stage.runtime: Stage thinker started",
+              "\u0662\u0660\u0662\u0666-08-20 10:15:01,\u0669\u0660\u0662 [INFO] x: Stage thinker started"]
+    read = 0
+    for text in texts:
+        ev = parse_line(text)
+        if ev is not None and getattr(ev, "origin", None) is not None and ev.origin.task is not None:
+            read += 1
+            assert OMNI_HINT.search(text.encode()) is not None, text
+    assert read >= 20

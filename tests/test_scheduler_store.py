@@ -94,7 +94,7 @@ def test_a_snapshot_reduces_replicas_outside_the_lock_to_what_the_state_computes
     store.apply(events(lines), wall=5.0)
     snap = store.snapshot()
     for view in snap.schedulers:
-        s = store.states.schedulers[view.identity[0]]
+        s = store.states.schedulers[view.identity]
         assert view.counter == {name: s.counter(name) for name in COUNTER_FIELDS}
         for name in HISTOGRAM_FIELDS:
             bounds, cumulative, total = s.histogram(name)

@@ -9,10 +9,14 @@ reference) in order: a stats line, a retraction, an aborted retraction or reques
 the same columns; a damaged line or a line of no kind is counted. A start-up line (capacity,
 ``server_args``, ``KV Cache is allocated``) or an event of any other kind changes what the lines
 after it mean: a block that holds one is read line by line instead, as is a block whose lines the
-state would refuse (:func:`~exporter.scheduler.runs.applicable`). The result (:class:`BlockResult`)
+state would refuse (:func:`~exporter.scheduler.runs.applicable`), and a block holding any line in
+SGLang Omni's format (an event with ``origin.task``): the stage attribution (:mod:`.attribution`)
+decides its stage, holds it or drops it, in :meth:`.ingest.Ingest.feed`. The lines a run takes are
+plain SGLang's (``task`` is ``None``), which the attribution passes on unchanged, and leaves its
+state as it was, so a run equals those lines through ``Ingest.feed``. The result (:class:`BlockResult`)
 holds nothing of the store, so blocks can be scanned in other processes and applied in order
-(:mod:`.bulk_ingest`); ``tests/test_log_bulk.py`` runs both paths over the corpus, fuzzed logs and
-the bench log and requires the same output.
+(:mod:`.bulk_ingest`); ``tests/test_log_bulk.py`` runs both paths over the corpus, the SGLang Omni
+logs, fuzzed logs and the bench log and requires the same output.
 """
 
 from __future__ import annotations
@@ -36,6 +40,11 @@ _BOUNDS = {name: HISTOGRAM_BOUNDS[name] for name, _ in RUN_HISTOGRAMS}
 #: ``tests/test_log_bulk.py`` checks them against the parser's source, so a new title fails there.
 TITLE_TOKENS = (b"batch", b"etract", b"out of memory", b"max_total_num_tokens=", b"server_args=", b"Stats(",
                 b"#running-req", b"KV Cache is allocated")
+#: SGLang Omni's own lines (:mod:`.omni`) are read by the parser when a line holds ``,mmm [`` (its
+#: ``_HINT``, ``\d`` of any script) in its first 512 characters. In the raw bytes, such a line holds
+#: ``" ["`` and this pattern (any character of a digit's UTF-8 encoding is neither a blank nor ``[``):
+#: a line without it is none of Omni's. ``tests/test_log_bulk.py`` checks it against Omni's lines.
+OMNI_HINT = re.compile(rb",[^ \[]{3,12} \[")
 #: Event types a run takes as columns; any other event (start-up lines, kinds added later) sends the
 #: whole block through the per-line path.
 _RUN_EVENTS = (DecodeBatch, PrefillBatch, Retraction, RetractAbort, ReqTimeStats)
@@ -49,8 +58,9 @@ class BlockResult:
     Attributes:
         run: The block's scheduler lines as one run (``None`` when it has none).
         startup: The block holds a line of another kind (a start-up line: capacity, ``server_args``,
-            ``KV Cache is allocated``, or a kind added later): such a line changes what the lines
-            after it mean, so the block is read line by line instead, and nothing else here is set.
+            ``KV Cache is allocated``, or a kind added later) or a line in SGLang Omni's format: such
+            a line changes what the lines after it mean or needs the stage attribution, so the block is
+            read line by line instead, and nothing else here is set.
         lines: Lines the block held after the splitter's rules (a ``\\r`` splits one, an oversized
             one is dropped).
         parsed: Lines within the run, by kind.
@@ -69,8 +79,8 @@ class BlockResult:
 
 
 class _Startup(Exception):
-    """Internal: the block holds a start-up line (or another event that is no run's); it is read
-    line by line."""
+    """Internal: the block holds a start-up line, another event that is no run's, or a line in SGLang
+    Omni's format; it is read line by line."""
 
 
 class _Builder:
@@ -142,12 +152,13 @@ class _Scanner:
             matches = (match(p) if len(p) <= max_line_bytes else None for p in parts)
         templates = ignored = 0
         t0, t1, t2, t3, t4, t5, t6, t7 = TITLE_TOKENS
+        omni_hint = OMNI_HINT.search
         for i, m in enumerate(matches):
             if m is None:
                 part = parts[i]
                 if (b"\r" not in part and t0 not in part and t1 not in part and t2 not in part and t3 not in part
                         and t4 not in part and t5 not in part and t6 not in part and t7 not in part
-                        and len(part) <= max_line_bytes):
+                        and len(part) <= max_line_bytes and (b" [" not in part or omni_hint(part) is None)):
                     ignored += 1  # one line (no \r to split it, not too long) that no title can start
                     continue
                 if not pending:
@@ -234,6 +245,8 @@ class _Scanner:
             origin = self._canonical(parse_origin(line[:max(end, 0)].decode("ascii")))
             ident = self.identities[key] = (origin, SchedulerStates.key(origin))
         origin, scheduler = ident
+        if origin.task is not None:  # never for SGLang's prefixes; SGLang Omni's go through the attribution
+            raise _Startup
         slot = b.slots[key] = (b.replica(origin), b.scheduler(scheduler))
         return slot
 
@@ -278,6 +291,10 @@ class _Scanner:
                 res.ignored += 1
             elif kind is Malformed:
                 res.malformed[ev.kind] += 1
+            elif ev.origin.task is not None:
+                # SGLang Omni's format: the stage attribution decides the line's stage (or holds it, or
+                # drops it), so the block goes through Ingest.feed, which runs it
+                raise _Startup
             elif kind in _RUN_EVENTS:
                 if kind is not DecodeBatch and kind is not PrefillBatch:  # those are counted by their run
                     res.parsed[KIND_OF[kind]] += 1

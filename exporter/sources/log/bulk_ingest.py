@@ -85,8 +85,10 @@ class BulkIngest(Ingest):
         return applied
 
     def feed(self, lines: Iterable[str]) -> int:
-        """As :meth:`Ingest.feed`, after every block handed over before."""
-        return self.drain() + super().feed(lines)
+        """As :meth:`Ingest.feed` (returns the scheduler lines among ``lines``), after every block
+        handed over before."""
+        self.drain()
+        return super().feed(lines)
 
     def drain(self) -> int:
         """Apply every block still with a worker, in order; returns the lines applied."""
@@ -108,23 +110,32 @@ class BulkIngest(Ingest):
         future, block, max_line_bytes, file_stats = self._pending.popleft()
         return self._apply(future.result(), block, max_line_bytes, file_stats)
 
+    def finish(self) -> int:
+        """As :meth:`Ingest.finish`, after every block handed over before."""
+        self.drain()
+        return super().finish()
+
     def _apply(self, res: BlockResult, block: bytes, max_line_bytes: int, file_stats: FileStats) -> int:
         if not res.startup:
             wall = self._clock()
             outcome = True if res.run is None else self.store.apply_run(res.run, wall)
             if outcome is not None:
                 file_stats.oversized_lines += res.dropped
-                self._count(res, wall, failed=outcome is False)
+                file_stats.lines += res.lines
+                file_stats.scheduler_lines += sum(res.parsed.values())  # as Ingest.feed returns them
+                self._count_block(res, wall, failed=outcome is False)
                 return res.lines
             log.debug("a block with lines the state refuses (caps, ranks, range): read line by line")
-        # The per-line path: a start-up line changes what the lines after it mean, or the state
-        # refuses some lines; the reference decides line by line.
+        # The per-line path: a start-up line changes what the lines after it mean, SGLang Omni's lines
+        # need the stage attribution, or the state refuses some lines; the reference decides line by line.
         splitter = LineSplitter(max_line_bytes)
         lines = splitter.decode(block.split(b"\n"))
         file_stats.oversized_lines += splitter.dropped
-        return super().feed(lines)
+        file_stats.lines += len(lines)
+        file_stats.scheduler_lines += super().feed(lines)
+        return len(lines)
 
-    def _count(self, res: BlockResult, wall: float, failed: bool) -> None:
+    def _count_block(self, res: BlockResult, wall: float, failed: bool) -> None:
         """Count a block applied as a run (``failed``: applying the run raised)."""
         stats = self.stats
         with stats.lock:

@@ -518,5 +518,6 @@ class Tailer:
         if not lines:
             return 0
         self.stats.lines += len(lines)
-        self.stats.scheduler_lines += self.sink.feed(lines)
+        scheduler_lines = self.sink.feed(lines)  # first: a bulk sink's feed counts the blocks before these
+        self.stats.scheduler_lines += scheduler_lines
         return len(lines)
