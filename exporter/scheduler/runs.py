@@ -264,7 +264,7 @@ def _counters(states: SchedulerStates, sched: SchedulerState, r: ReplicaCounters
         r.prefill_batches += rr.prefill_lines
         r.prefill_computed_tokens += sum(rr.new_token)
         r.prefill_cached_tokens += rr.cached_tokens
-        chunk = states.chunked_prefill_size(sched)
+        chunk = states.chunked_prefill_size(sched, rr.origin.stage)  # as SchedulerStates._prefill reads it
         seq, tok = rr.new_seq, rr.new_token
         # max(#new-seq - (previous line ended in a chunk), 0), the replica's flag before the run first
         prev = [r.prev_prefill_chunked]
