@@ -523,7 +523,8 @@ def main() -> int:
         res["total_seconds"] = round(time.time() - started, 1)
         res["table"] = _table(res)
         # The results file is committed: no path of the machine that ran it goes in.
-        text = json.dumps(res, indent=2).replace(str(work), "<workdir>").replace(py, "python")
+        text = (json.dumps(res, indent=2).replace(str(work), "<workdir>").replace(py, "python")
+                .replace(str(ROOT) + os.sep, ""))
         Path(args.json).write_text(text + "\n")
         print()
         print(res["table"])
