@@ -306,3 +306,40 @@ def test_omnis_own_lines_are_never_counted_unparsed():
             read += 1
             assert OMNI_HINT.search(text.encode()) is not None, text
     assert read >= 20
+
+
+# --- the report reads template lines without the parser, to the same document -----------------------
+
+def _report_json(path, monkeypatch, fast: bool) -> str:
+    import json
+
+    from report_support import report_files
+
+    from exporter.report import read as report_read
+
+    with monkeypatch.context() as m:
+        if not fast:
+            m.setattr(report_read, "parse_template", lambda line: None)
+        doc = report_files(path)
+    return json.dumps(doc, sort_keys=True, default=str)
+
+
+@pytest.mark.parametrize("source", ["corpus", "fuzz", "bench", "omni"])
+def test_the_report_is_the_same_document_with_and_without_the_template_reader(tmp_path, monkeypatch, source):
+    """The report reads a template line with the pattern (templates.parse_template) instead of the
+    parser: the same JSON document either way, SGLang Omni's logs (stage attribution) included."""
+    path = tmp_path / f"{source}.log"
+    if source == "corpus":
+        path.write_bytes(b"\n".join(corpus_lines()) + b"\n")
+    elif source == "fuzz":
+        path.write_bytes(fuzzed_log(5, 6000))
+    elif source == "omni":
+        plain = [ln.decode() for ln in corpus_lines() if any(t in ln for t in TEMPLATE_TITLES)][:400]
+        rows = _omni_variants()["stock-one-stage"] + plain + _omni_variants()["shim-two-stages"]
+        path.write_text("\n".join(rows) + "\n")
+    else:
+        spec = importlib.util.spec_from_file_location("genlog", ROOT / "bench" / "genlog.py")
+        genlog = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(genlog)
+        genlog.build(str(path), 20_000, str(ROOT / "tests" / "corpus"))
+    assert _report_json(path, monkeypatch, fast=True) == _report_json(path, monkeypatch, fast=False)
