@@ -93,7 +93,7 @@ class LogSource:
         (:func:`.bulk_ingest.worker_count`), and applied in file order.
 
         Returns:
-            Lines counted (parsed, ignored or malformed).
+            Lines counted in the statistics (any kind and result).
         """
         before = sum(self.stats.snapshot().lines.values())
         bulk = getattr(self.ingest, "feed_block", None) is not None
@@ -106,9 +106,9 @@ class LogSource:
                 else:
                     tailer.poll()
                     tailer.flush()
-            if bulk:
-                self.ingest.drain()
-            self.ingest.finish()  # the end of the recording: SGLang Omni's held start-up lines are decided
+            # the end of the recording (after the bulk path's last blocks): SGLang Omni's held
+            # start-up lines are decided
+            self.ingest.finish()
         finally:
             if bulk:
                 self.ingest.close()
