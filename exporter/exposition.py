@@ -8,8 +8,9 @@ needs:
 * **Text of unchanged families is reused.** The encoders write each family on its own, so the body
   is the families' texts joined. A collector that knows nothing changed since the last scrape yields
   the very same family objects again (the scheduler collector does, while its store's generation and
-  the schedulers' idle freshness are unchanged); their text is taken from the previous render
-  instead of being encoded again (about 5 µs per series).
+  the schedulers' idle freshness are unchanged); a family equal to the previous render's of its name
+  (samples compared, values bit for bit) is as good. Their text is taken from the previous render
+  instead of being encoded again (about 5 µs per series; comparing costs a small fraction of that).
 * **Renders are bounded.** One render runs at a time; a scrape that arrives while another renders
   waits, then takes the body of the next render if that one started after it arrived (so it is
   never older than the scrape), and renders itself otherwise. A storm of concurrent scrapes costs a
@@ -21,13 +22,16 @@ from __future__ import annotations
 
 import threading
 import time
+from array import array
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 
 from prometheus_client.core import Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 _EOF = b"# EOF\n"  # OpenMetrics ends the whole body with it, not each family
+_VALUE = attrgetter("value")
 
 
 class _One:
@@ -58,7 +62,7 @@ class Renderer:
         self.clock = clock
         self.renders = 0
         self._lock = threading.Lock()
-        self._texts: dict[tuple[str, int], tuple[Metric, bytes]] = {}
+        self._texts: dict[tuple[str, str], tuple[Metric, bytes, bytes]] = {}  # by (content type, name)
         self._latest: dict[str, tuple[float, bytes]] = {}
 
     def render(self, accept: str | None = None, names: list[str] | None = None,
@@ -89,22 +93,40 @@ class Renderer:
             return body, content_type
 
     def _encode(self, encoder: Callable[[Collector], bytes], content_type: str) -> bytes:
-        """The registry's families encoded one by one, reusing the text of families seen before."""
+        """The registry's families encoded one by one, reusing the text of families seen before: the
+        same object, or a family equal to the one the text was encoded from (:func:`_same`)."""
         texts = {}
         parts = []
         previous = self._texts
         for family in self.registry.collect():
-            key = (content_type, id(family))
+            key = (content_type, family.name)
             held = previous.get(key)
             if held is not None and held[0] is family:
-                text = held[1]
+                text, bits = held[1], held[2]
             else:
-                text = encoder(_One(family))
-                if text.endswith(_EOF):
-                    text = text[:-len(_EOF)]
-            texts[key] = (family, text)  # the family is kept, so its id is not reused meanwhile
+                bits = _value_bits(family)
+                if held is not None and _same(held[0], held[2], family, bits):
+                    text = held[1]
+                else:
+                    text = encoder(_One(family))
+                    if text.endswith(_EOF):
+                        text = text[:-len(_EOF)]
+            texts[key] = (family, text, bits)
             parts.append(text)
         self._texts = texts
         if content_type.startswith("application/openmetrics-text"):
             parts.append(_EOF)
         return b"".join(parts)
+
+
+def _value_bits(family: Metric) -> bytes:
+    """The family's sample values as the bytes of doubles: equal bytes encode to equal text (``==``
+    alone would take -0.0 for 0.0, which the encoders write apart)."""
+    return array("d", map(_VALUE, family.samples)).tobytes()
+
+
+def _same(old: Metric, old_bits: bytes, new: Metric, new_bits: bytes) -> bool:
+    """Whether ``new`` encodes to the text of ``old``: the same name, help, type, unit and samples
+    (names, labels, timestamps, exemplars), and values equal bit for bit."""
+    return (new_bits == old_bits and new.samples == old.samples and new.type == old.type
+            and new.documentation == old.documentation and new.unit == old.unit)

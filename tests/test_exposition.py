@@ -156,6 +156,50 @@ def test_unchanged_families_are_not_encoded_again(monkeypatch):
     assert "sglang_scheduler_batch_size" in encoded[2]
 
 
+def test_an_equal_family_reuses_its_text_and_any_other_value_is_encoded():
+    """A collector that builds new family objects each scrape: an equal family (samples, values bit for
+    bit) reuses the previous text; another value, -0.0 for 0.0, another label or help is encoded anew;
+    the body is the library's every time."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import GaugeMetricFamily
+
+    from exporter.exposition import Renderer
+
+    state = {"value": 0.0, "label": "a", "help": "A gauge."}
+
+    class Gauges:
+        def collect(self):
+            fam = GaugeMetricFamily("test_gauge", state["help"], labels=["which"])
+            fam.add_metric([state["label"]], state["value"])
+            yield fam
+            other = GaugeMetricFamily("test_other", "Another gauge.", labels=["which"])
+            other.add_metric(["x"], float("nan"))
+            yield other
+
+    registry = CollectorRegistry()
+    registry.register(Gauges())
+    renderer = Renderer(registry)
+    encoded = []
+    real = renderer._encode.__func__
+
+    def counting(self, encoder, content_type):
+        def wrapped(one):
+            encoded.append(one.family.name)
+            return encoder(one)
+        return real(self, wrapped, content_type)
+
+    renderer._encode = counting.__get__(renderer)
+    steps = [({}, True), ({}, False), ({"value": -0.0}, True), ({"value": -0.0}, False), ({"value": 1.0}, True),
+             ({"label": "b"}, True), ({"help": "Changed."}, True), ({}, False)]
+    for step, encodes in steps:
+        state.update(step)
+        encoded.clear()
+        body, _ = renderer.render(arrived=renderer.clock())
+        assert body == generate_latest(registry)
+        assert ("test_gauge" in encoded) == encodes, (step, encoded)
+        assert "test_other" in encoded  # NaN: a new float object each time, never equal
+
+
 def test_concurrent_scrapes_share_renders_never_older_than_themselves():
     """64 scrapes at once cost a few renders, one at a time; each body comes from a render that started
     after its scrape arrived."""
