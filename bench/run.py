@@ -2,7 +2,7 @@
 """One-command benchmark of sglang-exporter, side by side with google/mtail, a naive Python loop and
 a ``grep -c`` floor, all in one run.
 
-    python3 bench/run.py                  # full run (about 8-10 minutes on 2 cores)
+    python3 bench/run.py                  # full run (about 7 minutes on 2 cores)
     python3 bench/run.py --lines 200000 --live-seconds 10    # quick look
 
 Steps (all on this machine, loopback only, every loop bounded):
