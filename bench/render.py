@@ -1,6 +1,8 @@
 """Time the ``/metrics`` render with 8 DP ranks and 8 GPUs: prometheus_client's ``generate_latest``
 of the command's registry, and the command's renderer (``exporter/exposition.py``) with nothing
-changed between scrapes and with every DP rank changed.
+changed between scrapes and with every DP rank changed; the last both with the text fast path
+(``exporter/metrics/text.py``) and without it (``Renderer(fast_text=False)``: the renderer before it),
+interleaved scrape by scrape so that both see the same machine.
 
 Run by ``bench/run.py`` with the project's interpreter; prints one JSON object. The scheduler state is
 filled by feeding the bench log's Prefill/Decode/retraction lines re-tagged ``DP<d> TP<d>`` for
@@ -8,7 +10,8 @@ d = 0..7 through the real ingest step; the GPUs come from the fake NVML backend 
 (8 H100s) through the real ``GpuPoller``/``GpuCollector``. Where that backend is not importable the
 render is timed with the 8 DP ranks only and ``gpus`` says 0.
 
-Usage: ``python bench/render.py LOG [ITERATIONS]``
+Usage: ``python bench/render.py LOG [ITERATIONS] [--json PATH]`` (``--json`` also writes the result
+there, with the machine; the render-only run writes ``bench/results-render.json``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import platform
 import re
 import sys
 import time
@@ -65,8 +69,14 @@ def _p(times: list[float], q: float) -> float:
 
 
 def main() -> None:
-    log = sys.argv[1]
-    iterations = int(sys.argv[2]) if len(sys.argv) > 2 else 300
+    args = sys.argv[1:]
+    out = None
+    if "--json" in args:
+        i = args.index("--json")
+        out = args[i + 1]
+        del args[i:i + 2]
+    log = args[0]
+    iterations = int(args[1]) if len(args) > 1 else 300
     from prometheus_client import generate_latest  # noqa: PLC0415
 
     from exporter.cli import build_registry  # noqa: PLC0415
@@ -109,19 +119,25 @@ def main() -> None:
         t = time.perf_counter()
         renderer.render()
         unchanged.append(time.perf_counter() - t)
-    # 3. the /metrics renderer, every DP rank printed one more line between scrapes (a busy server)
-    changed = []
+    # 3. the /metrics renderer, every DP rank printed one more line between scrapes (a busy server),
+    #    with the text fast path and without it (the renderer before it), one scrape each in turn
+    before = Renderer(registry, fast_text=False)
+    before.render()
+    changed, changed_before = [], []
     for i in range(iterations):
-        log_source.ingest.feed(lines[(8 * i) % len(lines):(8 * i) % len(lines) + 8])
-        t = time.perf_counter()
-        renderer.render()
-        changed.append(time.perf_counter() - t)
+        for r, times in ((renderer, changed), (before, changed_before)):
+            at = (8 * (2 * i + (r is before))) % len(lines)
+            log_source.ingest.feed(lines[at:at + 8])
+            t = time.perf_counter()
+            r.render()
+            times.append(time.perf_counter() - t)
+    busy_body, busy_library = renderer.render()[0], generate_latest(registry)
     if poller is not None:
         poller.stop(timeout=2)
     text = body.decode()
     gpus = len({m for m in re.findall(r'sglang_gpu_\w+\{[^}]*uuid="([^"]+)"', text)})
     volatile = re.compile(rb"^(sglang_exporter_collector_duration_seconds|sglang_gpu_snapshot_age_seconds).*\n", re.M)
-    print(json.dumps({
+    result = {
         "dp_ranks": len(store.states.schedulers),
         "gpus": gpus,
         "gpu_backend": how,
@@ -135,10 +151,19 @@ def main() -> None:
         "unchanged_p99_ms": _p(unchanged, 0.99),
         "changed_p50_ms": _p(changed, 0.5),
         "changed_p99_ms": _p(changed, 0.99),
+        "changed_without_fast_text_p50_ms": _p(changed_before, 0.5),
+        "changed_without_fast_text_p99_ms": _p(changed_before, 0.99),
         "p50_ms": _p(unchanged, 0.5),
         "p99_ms": _p(unchanged, 0.99),
         "renderer_equals_library": volatile.sub(b"", same_body) == volatile.sub(b"", body),
-    }))
+        "renderer_equals_library_after_changes": volatile.sub(b"", busy_body) == volatile.sub(b"", busy_library),
+    }
+    print(json.dumps(result))
+    if out:
+        machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "load_1min": os.getloadavg()[0]}
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump({"machine": machine, "log": os.path.basename(log), "render": result}, f, indent=2)
+            f.write("\n")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector, DuplicateTimeseries
 
 from . import __version__
 from .metrics.families import Compiled, describe, fill
+from .metrics.text import has_samples
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class GuardedCollectors(Collector):
                 families, ok = [], 0
             duration[name] = self.clock() - start
             success[name] = ok
-            yield from (family for family in families if family.samples)
+            yield from (family for family in families if has_samples(family))
         view = {"build": {(__version__, platform.python_version()): 1}, "success": success, "duration": duration}
         fams = self._rows.families()
         fill(fams, self._rows, view)

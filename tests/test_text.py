@@ -1,0 +1,244 @@
+"""The text-format fast path (``exporter/metrics/text.py``) against the client library, byte for byte.
+
+The scheduler collector's families are :class:`RawFamily` objects whose text the renderer writes from
+cached line prefixes. Here every such text is compared with ``generate_latest`` over the very same
+family (the library builds its samples from the same ``add_metric`` calls): on every corpus log, on
+the bench's 8-DP state over several scrapes with every DP rank changed, and on generated values and
+labels (counts from 0 past 1e6 where Go switches to exponents, -0.0, NaN, infinities, huge and tiny
+sums, label values with quotes, backslashes, newlines and non-ASCII). OpenMetrics and ``name[]`` stay
+the library's own encoders over the families' samples.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from functools import partial
+
+import pytest
+from conftest import CORPUS, ROOT, corpus_files
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.openmetrics.exposition import generate_latest as om_latest
+
+from exporter.cli import build_registry
+from exporter.exposition import Renderer
+from exporter.metrics.text import One, RawFamily, TextCache, has_samples
+from exporter.scheduler.collector import SchedulerCollector
+from exporter.scheduler.state import SchedulerStates
+from exporter.scheduler.store import SchedulerStore
+from exporter.sources.log.source import LogSource
+
+sys.path.insert(0, str(ROOT / "bench"))
+from render import _dp_lines  # noqa: E402 - the bench's own 8-DP re-tagging
+
+#: Series whose value is the moment's (the self-metrics' durations): differ between two encodings.
+VOLATILE = re.compile(rb"^sglang_exporter_collector_duration_seconds\{.*\n", re.M)
+
+
+def library_text(fam) -> bytes:
+    return generate_latest(One(fam))
+
+
+def scheduler_families(store: SchedulerStore) -> list:
+    return list(SchedulerCollector(store, idle_after=None).collect())
+
+
+def read_log(path) -> SchedulerStore:
+    store = SchedulerStore(SchedulerStates())
+    LogSource([str(path)], store, from_beginning=True).read_all()
+    return store
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name)
+def test_corpus_text_is_the_librarys(path):
+    fams = scheduler_families(read_log(path))
+    assert fams and all(isinstance(f, RawFamily) for f in fams)
+    cache = TextCache(generate_latest)
+    for fam in fams:
+        assert cache.text(fam) == library_text(fam), fam.name
+    cache.end()
+    for fam in fams:  # again, every prefix from the cache
+        assert cache.text(fam) == library_text(fam), fam.name
+
+
+def test_corpus_has_histograms_and_big_counts():
+    """The corpus differential covers what matters: histogram families with series, and values the
+    encoder writes with an exponent."""
+    text = b"".join(library_text(f) for p in corpus_files() for f in scheduler_families(read_log(p)))
+    assert re.search(rb"^sglang_scheduler_\w+_bucket\{", text, re.M)
+    assert re.search(rb"^sglang_scheduler_\w+\{[^\n]*\} [0-9.]+e\+\d\d$", text, re.M)
+
+
+def dp_state() -> tuple[SchedulerStore, LogSource, list[str]]:
+    store = SchedulerStore(SchedulerStates())
+    source = LogSource([], store)
+    lines = _dp_lines(str(CORPUS / "008-retraction-storm-tokens-gained-uvicorn.log"), per_rank=400)
+    source.ingest.feed(lines[: len(lines) // 2])
+    return store, source, lines[len(lines) // 2:]
+
+
+def test_eight_dp_ranks_every_rank_changed_body_is_the_librarys():
+    """The bench's state: every scrape after each DP rank printed one more line, the renderer's body
+    equals generate_latest over the same registry (its volatile durations aside)."""
+    store, source, rest = dp_state()
+    registry = build_registry(store, source, 3600.0)
+    renderer = Renderer(registry)
+    assert len(store.states.schedulers) == 8
+    bodies = set()
+    for i in range(6):
+        source.ingest.feed(rest[8 * i: 8 * i + 8])
+        body, content_type = renderer.render()
+        assert content_type.startswith("text/plain")
+        assert VOLATILE.sub(b"", body) == VOLATILE.sub(b"", generate_latest(registry))
+        bodies.add(VOLATILE.sub(b"", body))
+    assert renderer.renders == 6 and len(bodies) == 6  # each scrape rendered anew, each one changed
+    assert re.search(rb'^sglang_scheduler_batch_size_bucket\{.*dp_rank="7"', body, re.M)
+
+
+def test_changed_scheduler_families_skip_the_encoder_once_prefixes_are_cached():
+    """After the first render, a changed scheduler family is written from cached prefixes: the
+    library's encoder sees it no more (only a series with a new label set is cut from the library's
+    text), yet the body is the library's."""
+    store, source, rest = dp_state()
+    registry = build_registry(store, source, 3600.0)
+    seen = []
+
+    def encoder(reg):
+        seen.extend(f.name for f in reg.collect())
+        return generate_latest(reg)
+
+    renderer = Renderer(registry)
+    plain = "text/plain; version=0.0.4; charset=utf-8"
+    before = renderer._encode(encoder, plain)
+    assert "sglang_scheduler_batch_size" in seen
+    seen.clear()
+    source.ingest.feed(rest[:80])
+    body = renderer._encode(encoder, plain)
+    assert "sglang_scheduler_batch_size" not in seen and "sglang_exporter_log_lines" in seen
+    assert batch_sizes(body) != batch_sizes(before)  # it did change
+    assert VOLATILE.sub(b"", body) == VOLATILE.sub(b"", generate_latest(registry))
+
+
+def batch_sizes(body: bytes) -> list[bytes]:
+    return re.findall(rb"^sglang_scheduler_batch_size_\w+\{.*$", body, re.M)
+
+
+def test_openmetrics_and_name_filter_are_the_librarys():
+    store, source, _ = dp_state()
+    registry = build_registry(store, source, 3600.0)
+    renderer = Renderer(registry)
+    om, content_type = renderer.render("application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith("application/openmetrics-text")
+    assert VOLATILE.sub(b"", om) == VOLATILE.sub(b"", om_latest(registry))
+    assert om.endswith(b"# EOF\n") and om.count(b"# EOF") == 1
+    names = ["sglang_scheduler_batch_size_bucket", "sglang_scheduler_retractions_total"]
+    body, _ = renderer.render(names=names)
+    assert body == generate_latest(registry.restricted_registry(names))
+    assert b'sglang_scheduler_batch_size_bucket{' in body and b"_sum{" not in body
+
+
+def test_escaping_variant_uses_its_own_encoder():
+    store, source, _ = dp_state()
+    registry = build_registry(store, source, 3600.0)
+    accept = "text/plain; version=1.0.0; escaping=allow-utf-8"
+    encoder, want_type = choose_encoder(accept)
+    body, content_type = Renderer(registry).render(accept)
+    assert content_type == want_type
+    assert VOLATILE.sub(b"", body) == VOLATILE.sub(b"", encoder(registry))
+
+
+def test_samples_are_the_library_familys_and_built_lazily():
+    fam = RawFamily(partial(HistogramMetricFamily, "x_seconds", "h", labels=["a"]))
+    lib = HistogramMetricFamily("x_seconds", "h", labels=["a"])
+    assert not has_samples(fam)
+    for f in (fam, lib):
+        f.add_metric(["1"], [("0.5", 1), ("+Inf", 3)], 2.5)
+    assert fam._samples is None and has_samples(fam)
+    assert fam.samples == lib.samples and fam == lib
+    with pytest.raises(TypeError, match="one value"):
+        RawFamily(partial(GaugeMetricFamily, "g", "h", labels=[])).add_metric([], 1, 2)
+
+
+def test_prefixes_of_gone_series_are_dropped():
+    cache = TextCache(generate_latest)
+    for dp in ("0", "1", "1"):
+        fam = RawFamily(partial(GaugeMetricFamily, "g", "h", labels=["dp"]))
+        fam.add_metric([dp], 1)
+        cache.text(fam)
+        cache.end()
+    assert [k[1] for k in cache._prefixes] == [("1",)]
+
+
+# --- generated values and labels ---
+
+NUMBERS = [0, 1, 999_999, 1_000_000, 1_234_567, 10**16 + 1, 2**63, 0.0, -0.0, 0.1, 1e6, 1e21, 123456.789,
+           1234567.5, 1e-7, 5e-324, 1.7976931348623157e308, -1e300, math.inf, -math.inf, math.nan, True, False]
+LABELS = ["", "plain", 'quo"te', "back\\slash", "new\nline", "tab\tx", "ünïcödé ✓", "\\n literal", "sp ace", "}{,="]
+
+counts = st.one_of(st.integers(0, 10**20), st.sampled_from(NUMBERS))
+values = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**20, 10**20),
+                   st.sampled_from(NUMBERS))
+label = st.one_of(st.sampled_from(LABELS), st.text(max_size=6))
+bounds = st.lists(st.floats(-1e9, 1e12, allow_nan=False), min_size=0, max_size=6, unique=True).map(sorted)
+
+
+def both(kind, *args):
+    names = ["dp_rank", "phase"]
+    cls = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}[kind]
+    make = partial(cls, f"sglang_fuzz_{kind}", 'help with "quotes", \\ and\nnewline ✓', labels=names)
+    return RawFamily(make), make()
+
+
+@settings(max_examples=150, deadline=None)
+@given(kind=st.sampled_from(["counter", "gauge"]), series=st.lists(st.tuples(label, label, values), max_size=6))
+def test_counter_gauge_text_is_the_librarys(kind, series):
+    fam, lib = both(kind)
+    for a, b, v in series:
+        fam.add_metric([a, b], v)
+        lib.add_metric([a, b], v)
+    cache = TextCache(generate_latest)
+    assert cache.text(fam) == generate_latest(One(lib))
+    assert cache.text(fam) == generate_latest(One(lib))  # prefixes from the cache
+
+
+@settings(max_examples=150, deadline=None)
+@given(series=st.lists(st.tuples(label, bounds, st.lists(counts, min_size=7, max_size=7),
+                                 st.one_of(st.none(), values)), max_size=4))
+def test_histogram_text_is_the_librarys(series):
+    fam, lib = both("histogram")
+    for a, bs, cs, total in series:
+        buckets = [(repr(float(b)), c) for b, c in zip(bs, cs)] + [("+Inf", cs[-1])]
+        fam.add_metric([a, "decode"], buckets, total)
+        lib.add_metric([a, "decode"], buckets, total)
+    cache = TextCache(generate_latest)
+    for _ in range(2):
+        assert cache.text(fam) == generate_latest(One(lib))
+        cache.end()
+
+
+def test_edge_values_one_by_one():
+    """Each edge number as a count, a sum and a gauge value; ints then floats of equal value in one
+    render (the int memo must not hand 0's text to -0.0)."""
+    cache = TextCache(generate_latest)
+    for n in NUMBERS:
+        fam, lib = both("histogram")
+        for f in (fam, lib):
+            f.add_metric(["0", "prefill"], [("1.0", 0), ("2.0", n), ("+Inf", n)], n)
+            f.add_metric(["1", "prefill"], [("1.0", -0.0), ("2.0", 0.0), ("+Inf", 0)], -0.0)
+        assert cache.text(fam) == generate_latest(One(lib)), n
+        g, glib = both("gauge")
+        g.add_metric(["0", LABELS[5]], n)
+        glib.add_metric(["0", LABELS[5]], n)
+        assert cache.text(g) == generate_latest(One(glib)), n
+    g, _ = both("gauge")
+    g.add_metric(["0", "x"], 1_234_567)
+    assert cache.text(g).endswith(b'phase="x"} 1.234567e+06\n')  # Go's exponent, as the library writes it
+    fam, lib = both("histogram")
+    for f in (fam, lib):
+        f.add_metric(["0", "x"], [("-1.0", 1), ("+Inf", 2)], 3.0)  # a negative bound: no _sum, _count
+    assert cache.text(fam) == generate_latest(One(lib)) and b"_sum" not in cache.text(fam)
