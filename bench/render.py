@@ -1,8 +1,8 @@
 """Time the ``/metrics`` render with 8 DP ranks and 8 GPUs: prometheus_client's ``generate_latest``
 of the command's registry, and the command's renderer (``exporter/exposition.py``) with nothing
 changed between scrapes and with every DP rank changed; the last both with the text fast path
-(``exporter/metrics/text.py``) and without it (``Renderer(fast_text=False)``: the renderer before it),
-interleaved scrape by scrape so that both see the same machine.
+(``exporter/metrics/text.py``) and then without it (``Renderer(fast_text=False)``: the renderer before
+it), in the same run.
 
 Run by ``bench/run.py`` with the project's interpreter; prints one JSON object. The scheduler state is
 filled by feeding the bench log's Prefill/Decode/retraction lines re-tagged ``DP<d> TP<d>`` for
@@ -120,13 +120,13 @@ def main() -> None:
         renderer.render()
         unchanged.append(time.perf_counter() - t)
     # 3. the /metrics renderer, every DP rank printed one more line between scrapes (a busy server),
-    #    with the text fast path and without it (the renderer before it), one scrape each in turn
+    #    with the text fast path, then without it (the renderer before it) on the next lines
     before = Renderer(registry, fast_text=False)
-    before.render()
     changed, changed_before = [], []
-    for i in range(iterations):
-        for r, times in ((renderer, changed), (before, changed_before)):
-            at = (8 * (2 * i + (r is before))) % len(lines)
+    for r, times in ((renderer, changed), (before, changed_before)):
+        r.render()
+        for i in range(iterations):
+            at = (8 * (i + iterations * (r is before))) % len(lines)
             log_source.ingest.feed(lines[at:at + 8])
             t = time.perf_counter()
             r.render()

@@ -242,3 +242,17 @@ def test_edge_values_one_by_one():
     for f in (fam, lib):
         f.add_metric(["0", "x"], [("-1.0", 1), ("+Inf", 2)], 3.0)  # a negative bound: no _sum, _count
     assert cache.text(fam) == generate_latest(One(lib)) and b"_sum" not in cache.text(fam)
+
+
+def test_a_histograms_text_is_reused_only_for_the_same_counts_and_sum():
+    """Scrape after scrape on one series: ints, an equal float (-0.0 == 0), ints again, another sum
+    (-0.0 after 0.0), a new count: every text the library's."""
+    cache = TextCache(generate_latest)
+    steps = [([0, 1, 1], 0.0), ([-0.0, 1, 1], 0.0), ([0, 1, 1], 0.0), ([0, 1, 1], -0.0), ([0, 1, 2], -0.0),
+             ([0, 1, 2], -0.0), ([0, 1.0, 2], -0.0), ([0, 1, 10**7], math.nan)]
+    for cs, total in steps:
+        fam, lib = both("histogram")
+        for f in (fam, lib):
+            f.add_metric(["0", "decode"], [("1.0", cs[0]), ("2.0", cs[1]), ("+Inf", cs[2])], total)
+        assert cache.text(fam) == generate_latest(One(lib)), (cs, total)
+        cache.end()

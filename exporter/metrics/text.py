@@ -102,8 +102,8 @@ class TextCache:
     def __init__(self, encoder: Callable[[Any], bytes]):
         self.encoder = encoder
         self._headers: dict[tuple, str] = {}
-        self._prefixes: dict[tuple, list[str] | None] = {}
-        self._used: dict[tuple, list[str] | None] = {}
+        self._prefixes: dict[tuple, _Series] = {}
+        self._used: dict[tuple, _Series] = {}
 
     def text(self, fam: RawFamily) -> bytes:
         """The text-format lines of ``fam``, header first, UTF-8: ``encoder``'s output for it, byte
@@ -117,36 +117,23 @@ class TextCache:
         hist = fam.type == "histogram"
         for s in fam.series:
             if hist:
-                labels, buckets, total = s
-                counts = list(map(_SECOND, buckets))
-                key = (head_key, labels, tuple(map(_FIRST, buckets)), total is None)
+                key = (head_key, s[0], tuple(map(_FIRST, s[1])), s[2] is None)
             else:
-                labels, value = s
-                counts = None
-                key = (head_key, labels)
-            prefixes = self._used.get(key, False)
-            if prefixes is False:
-                prefixes = self._prefixes.get(key, False)
-                if prefixes is False:
-                    prefixes = self._derive(fam, s)
-                self._used[key] = prefixes
-            if prefixes is None:  # a shape the fast path does not mirror: the library writes it
+                key = (head_key, s[0])
+            entry = self._used.get(key)
+            if entry is None:
+                entry = self._prefixes.get(key)
+                if entry is None:
+                    entry = _Series(self._derive(fam, s))
+                self._used[key] = entry
+            if entry.prefixes is None:  # a shape the fast path does not mirror: the library writes it
                 one = fam._make()
                 one.add_metric(*s)
                 out.append(self._lines(one, header=False))
-                continue
-            if counts is None:
-                out.append(prefixes[0] + floatToGoString(value) + "\n")
-                continue
-            if _INT_ONLY >= set(map(type, counts)):  # ints: equal values, equal text
-                values = list(map(memo.__getitem__, counts))
+            elif hist:
+                out.append(entry.histogram(list(map(_SECOND, s[1])), s[2], memo))
             else:
-                values = list(map(floatToGoString, counts))
-            if len(prefixes) == len(counts) + 2:
-                values.append(values[-1])
-                values.append(floatToGoString(total))
-            out.append("\n".join(map(str.__add__, prefixes, values)))
-            out.append("\n")
+                out.append(entry.prefixes[0] + floatToGoString(s[1]) + "\n")
         return "".join(out).encode("utf-8")
 
     def end(self) -> None:
@@ -195,6 +182,40 @@ class _Memo(dict):
     def __missing__(self, c: int) -> str:
         t = self[c] = floatToGoString(c)
         return t
+
+
+class _Series:
+    """One series' line prefixes (``None``: the library writes this series) and, for a histogram,
+    its last text with the integer counts and the sum text it was written from (reused while both
+    are the same: a histogram no new line touched)."""
+
+    __slots__ = ("prefixes", "counts", "sum_text", "text")
+
+    def __init__(self, prefixes: list[str] | None):
+        self.prefixes = prefixes
+        self.counts: list[int] | None = None
+        self.sum_text = ""
+        self.text = ""
+
+    def histogram(self, counts: list, total: Any, memo: _Memo) -> str:
+        """The series' lines for these cumulative bucket counts (``+Inf`` last) and sum."""
+        prefixes = self.prefixes
+        with_sum = len(prefixes) == len(counts) + 2
+        sum_text = floatToGoString(total) if with_sum else ""
+        if not _INT_ONLY >= set(map(type, counts)):  # not all ints: -0.0 is 0 to ==, NaN is not NaN
+            self.counts = None
+            values = list(map(floatToGoString, counts))
+        elif counts == self.counts and sum_text == self.sum_text:
+            return self.text
+        else:
+            self.counts = counts
+            values = list(map(memo.__getitem__, counts))
+        if with_sum:
+            values.append(values[-1])
+            values.append(sum_text)
+        self.sum_text = sum_text
+        self.text = "\n".join(map(str.__add__, prefixes, values)) + "\n"
+        return self.text
 
 
 class One:
