@@ -75,6 +75,7 @@ def main() -> None:
         i = args.index("--json")
         out = args[i + 1]
         del args[i:i + 2]
+    load_start = os.getloadavg()[0]
     log = args[0]
     iterations = int(args[1]) if len(args) > 1 else 300
     from prometheus_client import generate_latest  # noqa: PLC0415
@@ -160,7 +161,8 @@ def main() -> None:
     }
     print(json.dumps(result))
     if out:
-        machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "load_1min": os.getloadavg()[0]}
+        machine = {"python": platform.python_version(), "cpus": os.cpu_count(),
+                   "load_1min_start": load_start, "load_1min_end": os.getloadavg()[0]}
         with open(out, "w", encoding="utf-8") as f:
             json.dump({"machine": machine, "log": os.path.basename(log), "render": result}, f, indent=2)
             f.write("\n")
