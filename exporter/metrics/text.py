@@ -10,7 +10,8 @@ and :class:`TextCache` writes the text format's lines as ``prefix + value``:
   cut from the library's own output for that series with zero values, once per label set and bound
   set, and kept across renders while the series exists;
 * the **values** are formatted by the library's ``floatToGoString`` (integer counts memoised within
-  one render: a histogram's upper buckets repeat the same count).
+  one render: a histogram's upper buckets repeat the same count); a histogram series whose integer
+  counts and sum text are those of the previous render reuses its text.
 
 So every byte is the library's: ``tests/test_text.py`` requires the body to equal
 ``generate_latest``'s over the same registry. Everything else (OpenMetrics, the ``name[]`` filter, any
@@ -32,7 +33,8 @@ _SECOND = itemgetter(1)
 
 
 class RawFamily(Metric):
-    """A family as the library's ``prototype`` class would build it, its series kept as given.
+    """A family as ``make``'s library class would build it, its series kept as given (no ``Sample``
+    until someone reads ``samples``).
 
     Args:
         make: Returns a new empty library family of this name, help, type and labels (e.g.
