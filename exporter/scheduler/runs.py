@@ -127,8 +127,8 @@ class ReplicaRun:
             if values:
                 edges = bounds[name]
                 counts = [0] * (len(edges) + 1)
-                for i, n in Counter(map(bisect_left, repeat(edges), values)).items():
-                    counts[i] = n
+                for value, n in Counter(values).items():  # few distinct values: one bisect each
+                    counts[bisect_left(edges, value)] += n
                 self.buckets[name] = counts
         for name in _INT_COLUMNS:
             setattr(self, name, array("q", getattr(self, name)))
