@@ -38,13 +38,17 @@ _BOUNDS = {name: HISTOGRAM_BOUNDS[name] for name, _ in RUN_HISTOGRAMS}
 #: Texts of which every title the per-line parser looks for (``parser._parse``) holds one: a line with
 #: none of them is no scheduler line, and is counted as such without being decoded and parsed.
 #: ``tests/test_log_bulk.py`` checks them against the parser's source, so a new title fails there.
-TITLE_TOKENS = (b"batch", b"etract", b"out of memory", b"max_total_num_tokens=", b"server_args=", b"Stats(",
+TITLE_TOKENS = (b" batch", b"etract", b"out of memory", b"max_total_num_tokens=", b"server_args=", b"Stats(",
                 b"#running-req", b"KV Cache is allocated")
 #: SGLang Omni's own lines (:mod:`.omni`) are read by the parser when a line holds ``,mmm [`` (its
 #: ``_HINT``, ``\d`` of any script) in its first 512 characters. In the raw bytes, such a line holds
 #: ``" ["`` and this pattern (any character of a digit's UTF-8 encoding is neither a blank nor ``[``):
 #: a line without it is none of Omni's. ``tests/test_log_bulk.py`` checks it against Omni's lines.
 OMNI_HINT = re.compile(rb",[^ \[]{3,12} \[")
+#: A line that is no template goes to the per-line parser when this finds something in it: a title token,
+#: a ``\r`` (which splits it into lines) or SGLang Omni's hint; any other is no scheduler line (one pass
+#: of one pattern is cheaper than a test per token).
+_SUSPECT = re.compile(b"|".join(map(re.escape, (*TITLE_TOKENS, b"\r"))) + b"|" + OMNI_HINT.pattern)
 #: Event types a run takes as columns; any other event (start-up lines, kinds added later) sends the
 #: whole block through the per-line path.
 _RUN_EVENTS = (DecodeBatch, PrefillBatch, Retraction, RetractAbort, ReqTimeStats)
@@ -92,7 +96,7 @@ class _Builder:
         self.parts = parts  # the block's raw lines: a template line's latest values are read at the end
         self.replicas: dict[int, ReplicaRun] = {}  # by id() of the identity's one Origin object
         self.latest: dict[str, dict] = {}  # scheduler key -> {key: line index, or (line index, value)}
-        self.slots: dict[tuple, tuple[ReplicaRun, dict]] = {}  # template prefix key -> its replica, latest
+        self.slots: dict[tuple, tuple] = {}  # template prefix key -> its replica, latest, column appends
         self.run = Run()
 
     def replica(self, origin: Origin) -> ReplicaRun:
@@ -151,14 +155,11 @@ class _Scanner:
         else:
             matches = (match(p) if len(p) <= max_line_bytes else None for p in parts)
         templates = ignored = 0
-        t0, t1, t2, t3, t4, t5, t6, t7 = TITLE_TOKENS
-        omni_hint = OMNI_HINT.search
+        suspect = _SUSPECT.search
         for i, m in enumerate(matches):
             if m is None:
                 part = parts[i]
-                if (b"\r" not in part and t0 not in part and t1 not in part and t2 not in part and t3 not in part
-                        and t4 not in part and t5 not in part and t6 not in part and t7 not in part
-                        and len(part) <= max_line_bytes and (b" [" not in part or omni_hint(part) is None)):
+                if suspect(part) is None and len(part) <= max_line_bytes:
                     ignored += 1  # one line (no \r to split it, not too long) that no title can start
                     continue
                 if not pending:
@@ -174,7 +175,8 @@ class _Scanner:
             slot = b.slots.get(key)
             if slot is None:
                 slot = self._slot(b, key, parts[i])
-            rr, latest = slot
+            rr, latest, add_running, add_decode_top, add_new_seq, add_new_token, add_prefill_top, add_queue, \
+                add_time, add_clock = slot
             stamp = g[g_date]
             clock = "log"
             if stamp is None:
@@ -190,13 +192,13 @@ class _Scanner:
             running = g[g_run]
             if running is not None:  # Decode batch
                 running = int(running)
-                rr.running.append(running)
+                add_running(running)
                 usage = g[g_use]
                 if usage is not None:
-                    rr.decode_top.append(float(usage))
+                    add_decode_top(float(usage))
                     latest[_DECODE_KV_LINE] = i
                 else:
-                    rr.decode_top.append(max(float(g[g_full]), float(g[g_swa])))
+                    add_decode_top(max(float(g[g_full]), float(g[g_swa])))
                     latest[_DECODE_SWA_LINE] = i
                 al = g[g_al]
                 if al is not None:
@@ -210,17 +212,17 @@ class _Scanner:
                     latest[_PREALLOC_LINE] = i
                 if running:
                     latest[_MEAN_LINE] = i
-                rr.queue.append(int(g[g_dq]))
+                add_queue(int(g[g_dq]))
             else:  # Prefill batch
-                rr.new_seq.append(int(g[g_seq]))
-                rr.new_token.append(int(g[g_tok]))
+                add_new_seq(int(g[g_seq]))
+                add_new_token(int(g[g_tok]))
                 rr.cached_tokens += int(g[g_cached])
                 usage = g[g_puse]
                 if usage is not None:
-                    rr.prefill_top.append(float(usage))
+                    add_prefill_top(float(usage))
                     latest[_PREFILL_KV_LINE] = i
                 else:
-                    rr.prefill_top.append(max(float(g[g_pfull]), float(g[g_mamba])))
+                    add_prefill_top(max(float(g[g_pfull]), float(g[g_mamba])))
                     latest[_PREFILL_MAMBA_LINE] = i
                 if g[g_has_pd] is not None:
                     latest[_PREFILL_PD_LINE] = i
@@ -228,17 +230,19 @@ class _Scanner:
                     latest[_PENDING_LINE] = i
                 if g[g_has_input] is not None:
                     latest[_INPUT_LINE] = i
-                rr.queue.append(int(g[g_pq]))
-            rr.queue_time.append(t)
-            rr.queue_clock.append(clock)
+                add_queue(int(g[g_pq]))
+            add_time(t)
+            add_clock(clock)
         if pending:
             self._lines(splitter.decode(pending), res, b, first_pending)
         self._end_run(res, b)
         res.lines += templates + ignored
         res.ignored += ignored
 
-    def _slot(self, b: _Builder, key: tuple, line: bytes) -> tuple[ReplicaRun, dict]:
-        """The replica columns and scheduler values of a template prefix, first seen in this run."""
+    def _slot(self, b: _Builder, key: tuple, line: bytes) -> tuple:
+        """The replica columns and scheduler values of a template prefix first seen in this run: the
+        replica's run, its scheduler's latest values, and the ``append`` of each column a template line
+        fills (bound once per run, not per line)."""
         ident = self.identities.get(key)
         if ident is None:  # read by the reference (:func:`.prefix.parse_origin`)
             end = FULL.match(line).end("prefix")
@@ -247,7 +251,10 @@ class _Scanner:
         origin, scheduler = ident
         if origin.task is not None:  # never for SGLang's prefixes; SGLang Omni's go through the attribution
             raise _Startup
-        slot = b.slots[key] = (b.replica(origin), b.scheduler(scheduler))
+        rr = b.replica(origin)
+        slot = b.slots[key] = (rr, b.scheduler(scheduler), rr.running.append, rr.decode_top.append,
+                               rr.new_seq.append, rr.new_token.append, rr.prefill_top.append, rr.queue.append,
+                               rr.queue_time.append, rr.queue_clock.append)
         return slot
 
     def _canonical(self, origin: Origin) -> Origin:
@@ -424,23 +431,16 @@ def _event_gauges(ev: DecodeBatch | PrefillBatch, top: float | None) -> list[tup
 # layout, and the latest line printing each optional field; the end of the run reads them with every
 # field captured (FULL), and each value is kept where no later line set it.
 
-_DECODE_KV_LINE = ("line", "decode", "kv")
-_DECODE_SWA_LINE = ("line", "decode", "swa")
-_ACCEPT_LEN_LINE = ("line", "accept_len")
-_ACCEPT_RATE_LINE = ("line", "accept_rate")
-_PREALLOC_LINE = ("line", "prealloc")
-_MEAN_LINE = ("line", "mean")
-_PREFILL_KV_LINE = ("line", "prefill", "kv")
-_PREFILL_MAMBA_LINE = ("line", "prefill", "mamba")
-_PREFILL_PD_LINE = ("line", "prefill_pd")
-_PENDING_LINE = ("line", "pending")
-_INPUT_LINE = ("line", "input")
+# The keys of noted template lines are small ints (cheaper to store per line than a tuple); every other
+# key is a ``(table, name)`` tuple.
+(_DECODE_KV_LINE, _DECODE_SWA_LINE, _ACCEPT_LEN_LINE, _ACCEPT_RATE_LINE, _PREALLOC_LINE, _MEAN_LINE,
+ _PREFILL_KV_LINE, _PREFILL_MAMBA_LINE, _PREFILL_PD_LINE, _PENDING_LINE, _INPUT_LINE) = range(11)
 
 
 def _values(key: tuple, m: re.Match) -> list[tuple[tuple[str, str], object]]:
     """``((table, name), value)`` that the template line noted under ``key`` sets."""
     f = m.group
-    if key[1] == "decode":
+    if key == _DECODE_KV_LINE or key == _DECODE_SWA_LINE:
         if f("d_usage") is not None:
             pools = [("kv", float(f("d_usage")))]
             tokens = int(f("d_token"))
@@ -453,7 +453,7 @@ def _values(key: tuple, m: re.Match) -> list[tuple[tuple[str, str], object]]:
                 (("gauge", "kv_used_tokens"), tokens),
                 (("gauge", "gen_throughput"), float(f("d_gen"))),
                 *((("pool", p), v) for p, v in pools)]
-    if key[1] == "prefill":
+    if key == _PREFILL_KV_LINE or key == _PREFILL_MAMBA_LINE:
         if f("p_usage") is not None:
             pools = [("kv", float(f("p_usage")))]
         else:
@@ -462,20 +462,20 @@ def _values(key: tuple, m: re.Match) -> list[tuple[tuple[str, str], object]]:
                 (("gauge", "queue_requests"), int(f("p_queue"))),
                 (("gauge", "kv_usage_ratio"), max(v for _, v in pools)),
                 *((("pool", p), v) for p, v in pools)]
-    if key is _MEAN_LINE:
+    if key == _MEAN_LINE:
         tokens = int(f("d_token") if f("d_token") is not None else f("d_full_token"))
         return [(("mean", ""), tokens / int(f("d_running")))]
-    if key is _ACCEPT_LEN_LINE:
+    if key == _ACCEPT_LEN_LINE:
         return [(("gauge", "spec_accept_length"), float(f("d_accept_len")))]
-    if key is _ACCEPT_RATE_LINE:
+    if key == _ACCEPT_RATE_LINE:
         return [(("gauge", "spec_accept_rate"), float(f("d_accept_rate")))]
-    if key is _PREALLOC_LINE:
+    if key == _PREALLOC_LINE:
         return [(("gauge", "pd_preallocated_usage_ratio"), float(f("d_prealloc_usage"))),
                 (("pd", "prealloc"), int(f("d_prealloc"))), (("pd", "transfer"), int(f("d_transfer"))),
                 (("pd", "retracted"), int(f("d_retracted")))]
-    if key is _PREFILL_PD_LINE:
+    if key == _PREFILL_PD_LINE:
         return [(("pd", "bootstrap"), int(f("p_bootstrap"))), (("pd", "inflight"), int(f("p_inflight")))]
-    if key is _PENDING_LINE:
+    if key == _PENDING_LINE:
         return [(("gauge", "pending_tokens"), int(f("p_pending")))]
     return [(("gauge", "input_throughput"), float(f("p_input")))]
 
@@ -490,9 +490,9 @@ def _mean(latest: dict, parts: list[bytes]) -> float | None:
 
 def _resolved(latest: dict, parts: list[bytes]) -> dict[tuple[str, str], object]:
     """``latest`` as ``{(table, name): value}``, the noted template lines read."""
-    out = {key: item for key, item in latest.items() if key[0] != "line"}
+    out = {key: item for key, item in latest.items() if type(key) is not int}
     for key, i in latest.items():
-        if key[0] == "line":
+        if type(key) is int:
             for name, value in _values(key, FULL.match(parts[i])):
                 held = out.get(name)
                 if held is None or held[0] < i:
