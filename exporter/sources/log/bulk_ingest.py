@@ -7,11 +7,16 @@ read chunk, 1 MiB) instead of decoded lines. :class:`BulkIngest` scans the block
 the results in submission order, so the store sees the lines in file order either way, and counts
 every line in the source's :class:`~.stats.LogStats` as :class:`~.ingest.Ingest` does. Plain lines
 (:meth:`feed`: a file's last line without a newline) wait for the blocks before them.
+
+Where worker processes are forked, a block reaches its worker through a slot of shared memory
+(an anonymous ``mmap`` the workers inherit) instead of being pickled through a pipe: a copy in, a
+copy out, and a slot is written again only after its result came back.
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import time
 from collections import deque
@@ -31,6 +36,10 @@ log = logging.getLogger(__name__)
 PARALLEL_MIN_BYTES = 16 << 20
 #: Most worker processes.
 MAX_WORKERS = 4
+#: Size of a shared-memory slot; a larger block (a long partial line before it) is pickled instead.
+SLOT_BYTES = 4 << 20
+#: In a worker process: the shared memory its pool's blocks come through (:func:`_scan_slot`).
+_shared: mmap.mmap | None = None
 
 
 def worker_count(total_bytes: int) -> int:
@@ -60,7 +69,9 @@ class BulkIngest(Ingest):
         super().__init__(store, stats, clock)
         self.workers = workers
         self._pool = None
-        self._pending: deque[tuple[Future, bytes, int, FileStats]] = deque()
+        self._pending: deque[tuple[Future, bytes, int, FileStats, int | None]] = deque()
+        self._shared: mmap.mmap | None = None
+        self._free: list[int] = []  # shared-memory slots not in use
 
     def feed_block(self, block: bytes, max_line_bytes: int, file_stats: FileStats) -> int:
         """Take a block of complete lines of one file (:meth:`.lines.LineSplitter.complete`).
@@ -76,9 +87,15 @@ class BulkIngest(Ingest):
         if self.workers <= 0:
             return self._apply(scan_block(block, max_line_bytes), block, max_line_bytes, file_stats)
         if self._pool is None:
-            self._pool = _start_pool(self.workers)
-        future = self._pool.submit(scan_block, block, max_line_bytes)
-        self._pending.append((future, block, max_line_bytes, file_stats))
+            self._start()
+        slot = self._free.pop() if self._free and len(block) <= SLOT_BYTES else None
+        if slot is not None:
+            start = slot * SLOT_BYTES
+            self._shared[start:start + len(block)] = block
+            future = self._pool.submit(_scan_slot, slot, len(block), max_line_bytes)
+        else:
+            future = self._pool.submit(scan_block, block, max_line_bytes)
+        self._pending.append((future, block, max_line_bytes, file_stats, slot))
         applied = 0
         while len(self._pending) > 2 * self.workers:  # bounded memory: a few blocks in flight
             applied += self._apply_next()
@@ -105,10 +122,28 @@ class BulkIngest(Ingest):
             if self._pool is not None:
                 self._pool.shutdown()
                 self._pool = None
+            if self._shared is not None:
+                self._shared.close()
+                self._shared = None
+                self._free = []
+
+    def _start(self) -> None:
+        """Start the worker processes, with shared memory for the blocks where they are forked."""
+        if _fork_available():
+            # at most 2 * workers + 1 blocks are in flight (feed_block): one slot each
+            slots = 2 * self.workers + 1
+            self._shared = mmap.mmap(-1, slots * SLOT_BYTES)
+            self._free = list(range(slots))
+        self._pool = _start_pool(self.workers, self._shared)
 
     def _apply_next(self) -> int:
-        future, block, max_line_bytes, file_stats = self._pending.popleft()
-        return self._apply(future.result(), block, max_line_bytes, file_stats)
+        future, block, max_line_bytes, file_stats, slot = self._pending.popleft()
+        try:
+            res = future.result()
+        finally:
+            if slot is not None:
+                self._free.append(slot)  # its worker has copied the block out
+        return self._apply(res, block, max_line_bytes, file_stats)
 
     def finish(self) -> int:
         """As :meth:`Ingest.finish`, after every block handed over before."""
@@ -153,11 +188,32 @@ class BulkIngest(Ingest):
             stats.last_line_wall = wall
 
 
-def _start_pool(workers: int):
-    """Worker processes, forked where the platform allows (they start with the modules loaded)."""
+def _fork_available() -> bool:
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _start_pool(workers: int, shared: mmap.mmap | None):
+    """Worker processes, forked where the platform allows (they start with the modules loaded, and
+    inherit ``shared``: a forked process's arguments are not pickled)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    if shared is None:
+        ctx = multiprocessing.get_context("fork" if _fork_available() else None)
+        return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_set_shared, initargs=(shared,))
+
+
+def _set_shared(shared: mmap.mmap) -> None:
+    """In a worker, at its start: the pool's shared memory."""
+    global _shared
+    _shared = shared
+
+
+def _scan_slot(slot: int, length: int, max_line_bytes: int):
+    """In a worker: :func:`.bulk.scan_block` of the block in shared-memory slot ``slot``."""
+    start = slot * SLOT_BYTES
+    return scan_block(_shared[start:start + length], max_line_bytes)
