@@ -7,6 +7,7 @@ SIGTERM/SIGINT), 1 on a runtime failure (the listen address cannot be bound), 2 
 
 from __future__ import annotations
 
+import gc
 import glob
 import logging
 import os
@@ -232,6 +233,13 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
     # is served, so "start at the end" means the end at launch.
     log_source.start()
     log_source.wait_first_pass(timeout=10.0)
+    # Start-up is done (imports, settings, the registry, the first pass over the log): what is left
+    # now lives as long as the process. Collect once, then move it to the garbage collector's
+    # permanent generation, which its full collections skip; otherwise a full collection walks the
+    # whole start-up heap about every tenth /metrics render of a busy server and makes the render's
+    # p99 (docs/performance.md, Render).
+    gc.collect()
+    gc.freeze()
     try:
         server.start()
     except OSError as exc:

@@ -145,7 +145,8 @@ def test_a_template_line_is_what_the_parser_reads():
         assert parse_origin(text[:max(full.end("prefix"), 0)]) == ev.origin, line
         (rr,) = scan_block(line, 1 << 20).run.replicas
         assert rr.origin.dp_rank == ev.origin.dp_rank and rr.origin.replica == ev.origin.replica
-        assert list(rr.queue_time) == [ev.origin.log_time] or ev.origin.log_time is None
+        clock = "wall" if ev.origin.log_time is None else "tod" if ev.origin.time_of_day_only else "log"
+        assert rr.queue_ends == ((ev.origin.log_time, clock),) * 2 and len(rr.queue_steps) == 0
         if type(ev) is DecodeBatch:
             assert list(rr.running) == [ev.running_req] and list(rr.queue) == [ev.queue_req]
             assert list(rr.decode_top) == [ev.kv.max_device_ratio]
