@@ -332,6 +332,28 @@ def test_omnis_own_lines_are_never_counted_unparsed():
     assert read >= 20
 
 
+def test_the_one_search_for_titles_finds_what_a_test_per_token_finds():
+    """bulk._SUSPECT (the title tokens anchored at a rare byte, \\r, Omni's hint) finds something in a
+    line exactly when one of the tokens, a \\r or the hint is there: every corpus line, and random
+    lines made of pieces of the tokens (cut before and after each anchor byte)."""
+    from exporter.sources.log.bulk import _SUSPECT, OMNI_HINT, TITLE_TOKENS
+
+    def by_token(line: bytes) -> bool:
+        return b"\r" in line or any(t in line for t in TITLE_TOKENS) or OMNI_HINT.search(line) is not None
+
+    for line in corpus_lines():
+        assert (_SUSPECT.search(line) is not None) == by_token(line), line
+    rng = random.Random(5)
+    pieces = [t[i:j] for t in TITLE_TOKENS for i in range(len(t)) for j in (i + 1, i + 3, len(t))]
+    pieces += [b" ", b"x", b"\r", b",123 [", b"[", b",", b"e"]
+    found = 0
+    for _ in range(20_000):
+        line = b"".join(rng.choice(pieces) for _ in range(rng.randrange(1, 6)))
+        assert (_SUSPECT.search(line) is not None) == by_token(line), line
+        found += by_token(line)
+    assert 1_000 < found < 19_000
+
+
 # --- the report reads template lines without the parser, to the same document -----------------------
 
 def _report_json(path, monkeypatch, fast: bool) -> str:
