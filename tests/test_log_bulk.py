@@ -235,6 +235,24 @@ def test_no_template_line_is_longer_than_the_least_line_limit():
         assert len(line) <= TEMPLATE_MAX_BYTES <= MAX_LINE_BYTES_MIN
 
 
+def test_the_bulk_path_reads_several_chunks_at_a_time(tmp_path, monkeypatch):
+    """The tailer reads READ_CHUNK times the bulk sink's read_chunks at a time (fewer, larger blocks)."""
+    sizes = []
+    real = bulk_ingest.BulkIngest.feed_block
+
+    def spy(self, block, max_line_bytes, file_stats):
+        sizes.append(len(block))
+        return real(self, block, max_line_bytes, file_stats)
+
+    monkeypatch.setattr(bulk_ingest.BulkIngest, "feed_block", spy)
+    monkeypatch.setattr(file_module, "READ_CHUNK", 4096)
+    path = tmp_path / "big.log"
+    path.write_bytes(b"\n".join(corpus_lines()[:2000]) + b"\n")
+    _same(path, monkeypatch)
+    assert bulk_ingest.BulkIngest.read_chunks == 4
+    assert len(sizes) > 3 and max(sizes) > 4096 * 3 and all(n <= 4096 * 4 + 1024 for n in sizes[:-1])
+
+
 def test_a_run_that_fails_to_apply_is_counted_and_loses_nothing_else(tmp_path, monkeypatch):
     """Defence in depth, as for one event: a run whose application raises is logged and its lines are
     counted as malformed, refused for ``error``; the next block is still applied."""
@@ -251,6 +269,7 @@ def test_a_run_that_fails_to_apply_is_counted_and_loses_nothing_else(tmp_path, m
 
     monkeypatch.setattr(store_module, "apply_run", broken_once)
     monkeypatch.setattr(file_module, "READ_CHUNK", 256)
+    monkeypatch.setattr(bulk_ingest.BulkIngest, "read_chunks", 1)
     line = ("[2026-09-13 16:00:0{s} TP0] Decode batch, #running-req: 3, #token: 30, token usage: 0.10, "
             "cuda graph: False, gen throughput (token/s): 10.00, #queue-req: 1\n")
     path = tmp_path / "two-blocks.log"

@@ -28,7 +28,8 @@ Vector):
   never read; it is found among the path's siblings and counted (:mod:`.missed`).
 * **Lines**: bytes become lines in :mod:`.lines` (partial last line held, ``\\r`` handling, NUL
   holes, oversized lines dropped and counted); memory per file stays below about
-  ``2 * max_line_bytes + READ_CHUNK``.
+  ``2 * max_line_bytes + READ_CHUNK`` (``READ_CHUNK`` times the sink's ``read_chunks`` for the bulk
+  path of recorded logs).
 * **One reader per file**: a file is read by one tailer at a time even when several paths or
   patterns name it (:class:`Registry`).
 """
@@ -474,8 +475,10 @@ class Tailer:
 
     def _read(self, r: _Reader) -> int:
         """Read from the offset up to the size ``fstat`` gives now (each read sized to what is there,
-        at most :data:`READ_CHUNK`); what is appended meanwhile is read at the next pass."""
+        at most :data:`READ_CHUNK` times the sink's ``read_chunks``, 1 unless it says); what is
+        appended meanwhile is read at the next pass."""
         fed = 0
+        most = READ_CHUNK * getattr(self.sink, "read_chunks", 1)
         try:
             r.size = os.fstat(r.f.fileno()).st_size
         except OSError:
@@ -483,7 +486,7 @@ class Tailer:
         log_stats = self.log_stats
         while r.offset < r.size:
             try:
-                chunk = r.f.read(min(READ_CHUNK, r.size - r.offset))
+                chunk = r.f.read(min(most, r.size - r.offset))
             except OSError as exc:
                 self._note_error(f"cannot read {self.path}: {exc.strerror or exc}")
                 break
