@@ -12,7 +12,7 @@ d = 0..7 through the real ingest step; the GPUs come from the fake NVML backend 
 render is timed with the 8 DP ranks only and ``gpus`` says 0.
 
 Usage: ``python bench/render.py LOG [ITERATIONS] [--json PATH]`` (``--json`` also writes the result
-there, with the machine; the render-only run writes ``bench/results-render.json``).
+there, with the machine).
 """
 
 from __future__ import annotations

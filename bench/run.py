@@ -432,6 +432,12 @@ def _table(res: dict) -> str:
          f"p50 < {t['render_ms']:.0f}"),
         ("/metrics render p50 / p99 ms, renderer, every DP rank changed",
          f"{fmt(render.get('changed_p50_ms'), '{:.2f}')} / {fmt(render.get('changed_p99_ms'), '{:.2f}')}", ""),
+        ("/metrics render p50 / p99 ms, every DP rank changed, after gc.freeze() (as the served command)",
+         f"{fmt(render.get('changed_gc_frozen_p50_ms'), '{:.2f}')} / "
+         f"{fmt(render.get('changed_gc_frozen_p99_ms'), '{:.2f}')}", ""),
+        ("/metrics render p50 / p99 ms, every DP rank changed, without the text fast path",
+         f"{fmt(render.get('changed_without_fast_text_p50_ms'), '{:.2f}')} / "
+         f"{fmt(render.get('changed_without_fast_text_p99_ms'), '{:.2f}')}", ""),
     ]
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
