@@ -235,6 +235,36 @@ def test_no_template_line_is_longer_than_the_least_line_limit():
         assert len(line) <= TEMPLATE_MAX_BYTES <= MAX_LINE_BYTES_MIN
 
 
+@pytest.mark.parametrize("slot_bytes", [bulk_ingest.SLOT_BYTES, 3000])
+def test_blocks_reach_the_workers_through_shared_memory_or_else_pickled(tmp_path, monkeypatch, slot_bytes):
+    """On worker processes a block goes through a shared-memory slot; one larger than a slot is
+    pickled instead; both give the per-line path's /metrics."""
+    submitted = []
+    real_start = bulk_ingest._start_pool
+
+    def start(workers, shared):
+        pool = real_start(workers, shared)
+        real_submit = pool.submit
+
+        def submit(fn, *args):
+            submitted.append(fn.__name__)
+            return real_submit(fn, *args)
+
+        pool.submit = submit
+        return pool
+
+    monkeypatch.setattr(bulk_ingest, "_start_pool", start)
+    monkeypatch.setattr(bulk_ingest, "SLOT_BYTES", slot_bytes)
+    monkeypatch.setattr(file_module, "READ_CHUNK", 1024)
+    path = tmp_path / "corpus.log"
+    path.write_bytes(b"\n".join(corpus_lines()[:3000]) + b"\n")
+    _same(path, monkeypatch, workers=2)
+    if slot_bytes >= 4 * 1024 * 2:
+        assert set(submitted) == {"_scan_slot"}
+    else:  # blocks of about 4 KiB: some fit a 3,000-byte slot, most do not
+        assert {"_scan_slot", "scan_block"} <= set(submitted)
+
+
 def test_the_bulk_path_reads_several_chunks_at_a_time(tmp_path, monkeypatch):
     """The tailer reads READ_CHUNK times the bulk sink's read_chunks at a time (fewer, larger blocks)."""
     sizes = []
