@@ -11,6 +11,7 @@ import importlib.util
 import os
 import re
 import random
+import sys
 
 import pytest
 from bulk_support import TEMPLATE_TITLES, corpus_lines, exposition, fuzzed_log, mutate, read_log
@@ -438,3 +439,62 @@ def test_the_report_is_the_same_document_with_and_without_the_template_reader(tm
         spec.loader.exec_module(genlog)
         genlog.build(str(path), 20_000, str(ROOT / "tests" / "corpus"))
     assert _report_json(path, monkeypatch, fast=True) == _report_json(path, monkeypatch, fast=False)
+
+
+_REAL_SCAN_SLOT = bulk_ingest._scan_slot
+_DEATH_MARKER = ""
+
+
+def _exit_in_first_worker_scan(slot, length, max_line_bytes):
+    """A block scanner for worker processes: the first call in any worker ends that process abruptly
+    (as the kernel's OOM killer or a ``kill -9`` would: ``_DEATH_MARKER`` is created then); every later
+    call scans."""
+    try:
+        os.close(os.open(_DEATH_MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return _REAL_SCAN_SLOT(slot, length, max_line_bytes)
+    os._exit(9)
+
+
+def test_a_worker_process_that_dies_loses_nothing(tmp_path, monkeypatch, caplog):
+    """A worker killed mid-run (OOM killer, kill -9) breaks the whole pool: every block still with a
+    worker, and every later one, is scanned in this process instead, with a warning, and the output is
+    the per-line path's, not a BrokenProcessPool traceback and no output."""
+    monkeypatch.setattr(sys.modules[__name__], "_DEATH_MARKER", str(tmp_path / "died"))
+    monkeypatch.setattr(bulk_ingest, "_scan_slot", _exit_in_first_worker_scan)
+    monkeypatch.setattr(file_module, "READ_CHUNK", 4096)
+    path = tmp_path / "corpus.log"
+    path.write_bytes(b"\n".join(corpus_lines()[:4000]) + b"\n")
+    with caplog.at_level("WARNING", logger="exporter.sources.log.bulk_ingest"):
+        _same(path, monkeypatch, workers=2)
+    assert (tmp_path / "died").exists()
+    assert [r.getMessage() for r in caplog.records if "worker process" in r.getMessage()]
+
+
+def test_a_pool_found_broken_when_a_block_is_handed_over_loses_nothing(tmp_path, monkeypatch):
+    """The pool may notice a dead worker first when the next block is submitted (``submit`` raises
+    BrokenProcessPool): that block and the pending ones are scanned in this process."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    real_start = bulk_ingest._start_pool
+    calls = []
+
+    def start(workers, shared):
+        pool = real_start(workers, shared)
+        real_submit = pool.submit
+
+        def submit(fn, *args):
+            calls.append(fn)
+            if len(calls) == 3:
+                raise BrokenProcessPool("a child process terminated abruptly")
+            return real_submit(fn, *args)
+
+        pool.submit = submit
+        return pool
+
+    monkeypatch.setattr(bulk_ingest, "_start_pool", start)
+    monkeypatch.setattr(file_module, "READ_CHUNK", 4096)
+    path = tmp_path / "corpus.log"
+    path.write_bytes(b"\n".join(corpus_lines()[:4000]) + b"\n")
+    _same(path, monkeypatch, workers=2)
+    assert len(calls) == 3

@@ -21,7 +21,8 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
+from concurrent.futures.process import BrokenProcessPool
 
 from ...scheduler.store import SchedulerStore
 from .bulk import BlockResult, scan_block
@@ -93,22 +94,29 @@ class BulkIngest(Ingest):
         Returns:
             Lines applied by this call (0 while the block waits for a worker).
         """
-        if self.workers <= 0:
-            return self._apply(scan_block(block, max_line_bytes), block, max_line_bytes, file_stats)
-        if self._pool is None:
-            self._start()
-        slot = self._free.pop() if self._free and len(block) <= SLOT_BYTES else None
-        if slot is not None:
-            start = slot * SLOT_BYTES
-            self._shared[start:start + len(block)] = block
-            future = self._pool.submit(_scan_slot, slot, len(block), max_line_bytes)
-        else:
-            future = self._pool.submit(scan_block, block, max_line_bytes)
-        self._pending.append((future, block, max_line_bytes, file_stats, slot))
-        applied = 0
-        while len(self._pending) > 2 * self.workers:  # bounded memory: a few blocks in flight
-            applied += self._apply_next()
-        return applied
+        if self.workers > 0:
+            if self._pool is None:
+                self._start()
+            slot = self._free.pop() if self._free and len(block) <= SLOT_BYTES else None
+            try:
+                if slot is not None:
+                    start = slot * SLOT_BYTES
+                    self._shared[start:start + len(block)] = block
+                    future = self._pool.submit(_scan_slot, slot, len(block), max_line_bytes)
+                else:
+                    future = self._pool.submit(scan_block, block, max_line_bytes)
+            except BrokenProcessPool:  # a worker died before this block was handed over
+                if slot is not None:
+                    self._free.append(slot)
+                self._lost_workers()
+            else:
+                self._pending.append((future, block, max_line_bytes, file_stats, slot))
+                applied = 0
+                while len(self._pending) > 2 * self.workers:  # bounded memory: a few blocks in flight
+                    applied += self._apply_next()
+                return applied
+        applied = self.drain()  # blocks handed to workers before they were lost (_lost_workers)
+        return applied + self._apply(scan_block(block, max_line_bytes), block, max_line_bytes, file_stats)
 
     def feed(self, lines: Iterable[str]) -> int:
         """As :meth:`Ingest.feed` (returns the scheduler lines among ``lines``), after every block
@@ -149,10 +157,21 @@ class BulkIngest(Ingest):
         future, block, max_line_bytes, file_stats, slot = self._pending.popleft()
         try:
             res = future.result()
+        except (BrokenProcessPool, CancelledError):  # a worker ended abruptly: the pool is unusable
+            self._lost_workers()  # (and the blocks not yet started were cancelled)
+            res = scan_block(block, max_line_bytes)
         finally:
             if slot is not None:
-                self._free.append(slot)  # its worker has copied the block out
+                self._free.append(slot)  # its worker has copied the block out (or is gone)
         return self._apply(res, block, max_line_bytes, file_stats)
+
+    def _lost_workers(self) -> None:
+        """A worker process died (the OOM killer, a signal): every block still pending, and every
+        later one, is scanned in this process; the blocks are all still here, so nothing is lost."""
+        if self.workers > 0:
+            log.warning("a worker process of the bulk path ended abruptly; reading on in this process")
+            self.workers = 0
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
     def finish(self) -> int:
         """As :meth:`Ingest.finish`, after every block handed over before."""
