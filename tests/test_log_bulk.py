@@ -498,3 +498,39 @@ def test_a_pool_found_broken_when_a_block_is_handed_over_loses_nothing(tmp_path,
     path.write_bytes(b"\n".join(corpus_lines()[:4000]) + b"\n")
     _same(path, monkeypatch, workers=2)
     assert len(calls) == 3
+
+
+def test_an_interrupted_one_shot_stops_without_scanning_what_is_pending(tmp_path, monkeypatch):
+    """Ctrl-C during a one-shot (KeyboardInterrupt in this process; the workers get SIGINT too): the
+    read stops at once, with the interrupt itself. Closing the pool does not wait for, apply or re-raise
+    the blocks still with the workers (their own KeyboardInterrupt tracebacks, chained, and a
+    delay)."""
+    from exporter.scheduler.state import SchedulerStates
+    from exporter.scheduler.store import SchedulerStore
+    from exporter.sources.log.source import LogSource
+
+    real_feed, real_apply = bulk_ingest.BulkIngest.feed_block, bulk_ingest.BulkIngest._apply
+    events = []
+
+    def feed_block(self, *args):
+        n = real_feed(self, *args)
+        events.append("fed")
+        if events.count("fed") == 8:
+            raise KeyboardInterrupt
+        return n
+
+    def apply(self, *args):
+        events.append("applied")
+        return real_apply(self, *args)
+
+    monkeypatch.setattr(bulk_ingest.BulkIngest, "feed_block", feed_block)
+    monkeypatch.setattr(bulk_ingest.BulkIngest, "_apply", apply)
+    monkeypatch.setattr(file_module, "READ_CHUNK", 1024)
+    monkeypatch.setattr("exporter.sources.log.source.worker_count", lambda total: 2)
+    path = tmp_path / "corpus.log"
+    path.write_bytes(b"\n".join(corpus_lines()[:3000]) + b"\n")
+    source = LogSource([str(path)], SchedulerStore(SchedulerStates(40)), from_beginning=True, bulk=True)
+    with pytest.raises(KeyboardInterrupt):
+        source.read_all()
+    assert events[-1] == "fed" and events.count("applied") == 8 - 2 * 2
+    assert source.ingest._pool is None and not source.ingest._pending

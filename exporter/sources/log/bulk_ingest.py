@@ -132,17 +132,18 @@ class BulkIngest(Ingest):
         return applied
 
     def close(self) -> None:
-        """Apply what is pending and stop the worker processes."""
-        try:
-            self.drain()
-        finally:
-            if self._pool is not None:
-                self._pool.shutdown()
-                self._pool = None
-            if self._shared is not None:
-                self._shared.close()
-                self._shared = None
-                self._free = []
+        """Stop the worker processes and free the shared memory. Blocks still pending are dropped, not
+        applied: after :meth:`finish` there are none, and on an interrupt (Ctrl-C, an error) the read
+        stops at once with it, instead of waiting for the workers (who got the same SIGINT) and
+        raising their tracebacks."""
+        self._pending.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        if self._shared is not None:
+            self._shared.close()
+            self._shared = None
+            self._free = []
 
     def _start(self) -> None:
         """Start the worker processes, with shared memory for the blocks where they are forked."""
