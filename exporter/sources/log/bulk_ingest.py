@@ -10,7 +10,8 @@ every line in the source's :class:`~.stats.LogStats` as :class:`~.ingest.Ingest`
 
 Where worker processes are forked, a block reaches its worker through a slot of shared memory
 (an anonymous ``mmap`` the workers inherit) instead of being pickled through a pipe: a copy in, a
-copy out, and a slot is written again only after its result came back.
+copy out, and a slot is written again only after its block was applied (the block is not kept
+anywhere else meanwhile; the per-line path, when a block needs it, reads it back from its slot).
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ class BulkIngest(Ingest):
         super().__init__(store, stats, clock)
         self.workers = workers
         self._pool = None
-        self._pending: deque[tuple[Future, bytes, int, FileStats, int | None]] = deque()
+        # (future, block or None while it is in its slot, its length, max_line_bytes, file stats, slot)
+        self._pending: deque[tuple[Future, bytes | None, int, int, FileStats, int | None]] = deque()
         self._shared: mmap.mmap | None = None
         self._free: list[int] = []  # shared-memory slots not in use
 
@@ -110,7 +112,9 @@ class BulkIngest(Ingest):
                     self._free.append(slot)
                 self._lost_workers()
             else:
-                self._pending.append((future, block, max_line_bytes, file_stats, slot))
+                # a block in a slot is not kept here too: the slot is held until the block is applied
+                self._pending.append((future, None if slot is not None else block, len(block), max_line_bytes,
+                                      file_stats, slot))
                 applied = 0
                 while len(self._pending) > 2 * self.workers:  # bounded memory: a few blocks in flight
                     applied += self._apply_next()
@@ -155,16 +159,25 @@ class BulkIngest(Ingest):
         self._pool = _start_pool(self.workers, self._shared)
 
     def _apply_next(self) -> int:
-        future, block, max_line_bytes, file_stats, slot = self._pending.popleft()
+        future, block, length, max_line_bytes, file_stats, slot = self._pending.popleft()
         try:
-            res = future.result()
-        except (BrokenProcessPool, CancelledError):  # a worker ended abruptly: the pool is unusable
-            self._lost_workers()  # (and the blocks not yet started were cancelled)
-            res = scan_block(block, max_line_bytes)
+            try:
+                res = future.result()
+            except (BrokenProcessPool, CancelledError):  # a worker ended abruptly: the pool is unusable
+                self._lost_workers()  # (and the blocks not yet started were cancelled)
+                block = self._block(block, slot, length)
+                res = scan_block(block, max_line_bytes)
+            return self._apply(res, block, max_line_bytes, file_stats, slot, length)
         finally:
             if slot is not None:
-                self._free.append(slot)  # its worker has copied the block out (or is gone)
-        return self._apply(res, block, max_line_bytes, file_stats)
+                self._free.append(slot)  # applied: the slot may be written again
+
+    def _block(self, block: bytes | None, slot: int | None, length: int) -> bytes:
+        """A pending block's bytes (a copy out of its slot when it is in one)."""
+        if block is not None:
+            return block
+        start = slot * SLOT_BYTES
+        return self._shared[start:start + length]
 
     def _lost_workers(self) -> None:
         """A worker process died (the OOM killer, a signal): every block still pending, and every
@@ -179,7 +192,10 @@ class BulkIngest(Ingest):
         self.drain()
         return super().finish()
 
-    def _apply(self, res: BlockResult, block: bytes, max_line_bytes: int, file_stats: FileStats) -> int:
+    def _apply(self, res: BlockResult, block: bytes | None, max_line_bytes: int, file_stats: FileStats,
+               slot: int | None = None, length: int = 0) -> int:
+        """Apply a scanned block: its run, or its lines through the per-line path (``block`` is
+        ``None`` while it is in shared-memory ``slot``, read back only then)."""
         if not res.startup:
             wall = self._clock()
             outcome = True if res.run is None else self.store.apply_run(res.run, wall)
@@ -193,7 +209,7 @@ class BulkIngest(Ingest):
         # The per-line path: a start-up line changes what the lines after it mean, SGLang Omni's lines
         # need the stage attribution, or the state refuses some lines; the reference decides line by line.
         splitter = LineSplitter(max_line_bytes)
-        lines = splitter.decode(block.split(b"\n"))
+        lines = splitter.decode(self._block(block, slot, length).split(b"\n"))
         file_stats.oversized_lines += splitter.dropped
         file_stats.lines += len(lines)
         file_stats.scheduler_lines += super().feed(lines)
