@@ -30,7 +30,7 @@ from .selfmetrics import GuardedCollectors
 from .settings import Settings, SettingsError, load_settings, parse_listen_address, unknown_environment
 from .sources.log.glob import has_glob
 from .sources.log.source import LogSource
-from .status import PROG, ExitStatus, error, os_error, usage_error
+from .status import PROG, ExitStatus, error, os_error, usage_error, write_stdout
 
 if TYPE_CHECKING:
     from .sources.gpu import GpuCollector
@@ -152,8 +152,7 @@ def _one_shot(settings: Settings, store: SchedulerStore) -> int:
     log_source = LogSource(paths, store, from_beginning=True, max_line_bytes=settings.log.max_line_bytes,
                            max_files_per_glob=settings.log.max_files_per_glob, bulk=True)
     log_source.read_all()
-    sys.stdout.write(generate_latest(build_registry(store, log_source, None)).decode())
-    sys.stdout.flush()
+    write_stdout(generate_latest(build_registry(store, log_source, None)).decode())
     return _warn_no_scheduler_lines(log_source)
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from enum import IntEnum
@@ -51,3 +52,17 @@ def os_error(exc: OSError, prog: str = PROG) -> ExitStatus:
     name = display_path(os.fsdecode(exc.filename)) if exc.filename is not None else "standard output"
     error(f"{name}: {exc.strerror or exc}", prog)
     return ExitStatus.RUNTIME
+
+
+def write_stdout(text: str) -> None:
+    """Write ``text`` to standard output and flush it.
+
+    Raises:
+        OSError: The write failed (a full disk, a closed pipe), or there is no standard output at all
+            (started with it closed, ``cmd >&-``: Python's ``sys.stdout`` is then ``None``);
+            :func:`os_error` words it.
+    """
+    if sys.stdout is None:
+        raise OSError(errno.EBADF, "closed (started without one)")
+    sys.stdout.write(text)
+    sys.stdout.flush()

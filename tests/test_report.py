@@ -578,3 +578,15 @@ def test_oversized_lines_are_skipped_and_counted(tmp_path):
     assert doc["inputs"][0]["bytes"] == log.stat().st_size
     assert doc["inputs"][0]["lines"] == 2 + body.count(b"\n")
     assert doc["retractions"]["events"] == 9
+
+
+@pytest.mark.parametrize("args, prog", [(["report", str(STORM)], "sglang-exporter report"),
+                                        (["--one-shot", "--log.path", str(STORM)], "sglang-exporter")])
+def test_closed_stdout_exits_1_naming_standard_output(args, prog):
+    # `cmd >&-` (a cron line, a supervisor without stdout): Python's sys.stdout is None then
+    proc = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "exporter", *args],
+                          stderr=subprocess.PIPE, timeout=60)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1  # was an AttributeError traceback
+    assert err.startswith(f"{prog}: error: standard output: "), err

@@ -17,7 +17,7 @@ from ..limits import (
 )
 from ..paths import display_path, file_problem
 from ..sources.log.glob import has_glob, regular_matches
-from ..status import ExitStatus, os_error, usage_error
+from ..status import ExitStatus, os_error, usage_error, write_stdout
 from . import html as html_page
 from . import plots
 from .analyse import analyse
@@ -197,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(out)
         else:
-            sys.stdout.write(out)
-            sys.stdout.flush()
+            write_stdout(out)
     except OSError as exc:
         return os_error(exc, PROG)
     if _warn_empty(runs):
