@@ -557,3 +557,54 @@ def test_a_block_in_shared_memory_is_not_also_held_while_pending(tmp_path, monke
 
 
 _STARTUP_SAMPLE = [line for line in corpus_lines() if b"max_total_num_tokens=" in line][:3]
+
+
+_HOLD_WORKERS = """
+import sys, time
+from exporter.scheduler.state import SchedulerStates
+from exporter.scheduler.store import SchedulerStore
+from exporter.sources.log.bulk_ingest import BulkIngest
+from exporter.sources.log.stats import LogStats
+stats = LogStats()
+ingest = BulkIngest(SchedulerStore(SchedulerStates(40)), stats, workers=2)
+ingest.feed_block(open(sys.argv[1], "rb").read().rstrip(b"\\n"), 1 << 20, stats.register_file(sys.argv[1]))
+ingest.drain()
+print(" ".join(str(p) for p in ingest._pool._processes), flush=True)
+time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="Linux only (PR_SET_PDEATHSIG)")
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_worker_processes_end_with_a_killed_one_shot(tmp_path, sig):
+    """A one-shot killed without its cleanup (SIGTERM's default action: `timeout`, a Job's deadline;
+    SIGKILL; the OOM killer) takes its worker processes with it: they used to wait for work forever,
+    each holding its memory."""
+    import signal
+    import subprocess
+    import time
+
+    path = tmp_path / "corpus.log"
+    path.write_bytes(b"\n".join(corpus_lines()[:2000]) + b"\n")
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD_WORKERS, str(path)], stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        workers = [int(p) for p in proc.stdout.readline().split()]
+        assert len(workers) == 2 and all(_alive(p) for p in workers)
+    finally:
+        proc.send_signal(getattr(signal, sig))
+        proc.wait(10)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p in workers if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left

@@ -247,15 +247,40 @@ def _start_pool(workers: int, shared: mmap.mmap | None):
 
     if shared is None:
         ctx = multiprocessing.get_context("fork" if _fork_available() else None)
-        return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_start,
+                                   initargs=(None, os.getpid()))
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_set_shared, initargs=(shared,))
+                               initializer=_worker_start, initargs=(shared, os.getpid()))
 
 
-def _set_shared(shared: mmap.mmap) -> None:
-    """In a worker, at its start: the pool's shared memory."""
+def _worker_start(shared: mmap.mmap | None, parent: int) -> None:
+    """In a worker, at its start: the pool's shared memory, and an end with its parent.
+
+    A parent killed without its cleanup (SIGTERM's default action, as ``timeout`` or a Kubernetes
+    Job's deadline sends it, SIGKILL, the OOM killer) would leave its idle workers waiting for work
+    forever, each holding its memory: on Linux the kernel sends the worker SIGKILL when its parent
+    ends (``PR_SET_PDEATHSIG``).
+    """
     global _shared
     _shared = shared
+    _die_with_parent(parent)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent ends (nothing elsewhere); exit at once if
+    the parent ``parent`` has already ended."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        if libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) != 0:
+            return
+    except (OSError, AttributeError):  # not Linux, or no prctl
+        return
+    if os.getppid() != parent:  # the parent ended before the request took effect
+        os._exit(1)
 
 
 def _scan_slot(slot: int, length: int, max_line_bytes: int):
