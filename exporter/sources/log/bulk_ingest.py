@@ -22,8 +22,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import CancelledError, Future
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import BrokenExecutor, CancelledError, Future
 
 from ...scheduler.store import SchedulerStore
 from .bulk import BlockResult, scan_block
@@ -107,7 +106,7 @@ class BulkIngest(Ingest):
                     future = self._pool.submit(_scan_slot, slot, len(block), max_line_bytes)
                 else:
                     future = self._pool.submit(scan_block, block, max_line_bytes)
-            except BrokenProcessPool:  # a worker died before this block was handed over
+            except BrokenExecutor:  # BrokenProcessPool: a worker died before this block was handed over
                 if slot is not None:
                     self._free.append(slot)
                 self._lost_workers()
@@ -163,7 +162,7 @@ class BulkIngest(Ingest):
         try:
             try:
                 res = future.result()
-            except (BrokenProcessPool, CancelledError):  # a worker ended abruptly: the pool is unusable
+            except (BrokenExecutor, CancelledError):  # BrokenProcessPool: a worker ended abruptly
                 self._lost_workers()  # (and the blocks not yet started were cancelled)
                 block = self._block(block, slot, length)
                 res = scan_block(block, max_line_bytes)
