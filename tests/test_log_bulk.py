@@ -266,8 +266,10 @@ def test_blocks_reach_the_workers_through_shared_memory_or_else_pickled(tmp_path
         assert {"_scan_slot", "scan_block"} <= set(submitted)
 
 
-def test_the_bulk_path_reads_several_chunks_at_a_time(tmp_path, monkeypatch):
-    """The tailer reads READ_CHUNK times the bulk sink's read_chunks at a time (fewer, larger blocks)."""
+@pytest.mark.parametrize("workers", [2, 0])
+def test_the_bulk_path_reads_several_chunks_at_a_time(tmp_path, monkeypatch, workers):
+    """With worker processes the tailer reads READ_CHUNK times the bulk sink's read_chunks at a time
+    (fewer, larger blocks); scanning in this process, READ_CHUNK (less memory)."""
     sizes = []
     real = bulk_ingest.BulkIngest.feed_block
 
@@ -279,9 +281,10 @@ def test_the_bulk_path_reads_several_chunks_at_a_time(tmp_path, monkeypatch):
     monkeypatch.setattr(file_module, "READ_CHUNK", 4096)
     path = tmp_path / "big.log"
     path.write_bytes(b"\n".join(corpus_lines()[:2000]) + b"\n")
-    _same(path, monkeypatch)
-    assert bulk_ingest.BulkIngest.read_chunks == 4
-    assert len(sizes) > 3 and max(sizes) > 4096 * 3 and all(n <= 4096 * 4 + 1024 for n in sizes[:-1])
+    _same(path, monkeypatch, workers=workers)
+    chunks = bulk_ingest.BulkIngest.READ_CHUNKS_WITH_WORKERS if workers else 1
+    assert chunks == 4 or not workers
+    assert len(sizes) > 3 and max(sizes) > 4096 * (chunks - 1) and all(n <= 4096 * chunks + 1024 for n in sizes[:-1])
 
 
 def test_a_run_that_fails_to_apply_is_counted_and_loses_nothing_else(tmp_path, monkeypatch):
@@ -300,7 +303,7 @@ def test_a_run_that_fails_to_apply_is_counted_and_loses_nothing_else(tmp_path, m
 
     monkeypatch.setattr(store_module, "apply_run", broken_once)
     monkeypatch.setattr(file_module, "READ_CHUNK", 256)
-    monkeypatch.setattr(bulk_ingest.BulkIngest, "read_chunks", 1)
+    monkeypatch.setattr(bulk_ingest.BulkIngest, "READ_CHUNKS_WITH_WORKERS", 1)
     line = ("[2026-09-13 16:00:0{s} TP0] Decode batch, #running-req: 3, #token: 30, token usage: 0.10, "
             "cuda graph: False, gen throughput (token/s): 10.00, #queue-req: 1\n")
     path = tmp_path / "two-blocks.log"
