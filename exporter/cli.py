@@ -1,8 +1,9 @@
 """The ``sglang-exporter`` command: wires settings, sources, the scheduler store, collectors and HTTP.
 
-Exit codes (:class:`~exporter.status.ExitStatus`): 0 on success (one-shot done, or stopped by
-SIGTERM/SIGINT), 1 on a runtime failure (the listen address cannot be bound), 2 on a bad setting
-(the message names it), 3 when a one-shot read found no SGLang scheduler line in any file.
+Exit codes (:class:`~exporter.status.ExitStatus`): 0 on success (one-shot done, or the served command
+stopped by SIGTERM/SIGINT), 1 on a runtime failure (the listen address cannot be bound), 2 on a bad setting
+(the message names it), 3 when a one-shot read found no SGLang scheduler line in any file, 130 when a
+one-shot read was stopped by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .selfmetrics import GuardedCollectors
 from .settings import Settings, SettingsError, load_settings, parse_listen_address, unknown_environment
 from .sources.log.glob import has_glob
 from .sources.log.source import LogSource
-from .status import PROG, ExitStatus, error, os_error, usage_error, write_stdout
+from .status import PROG, ExitStatus, error, interrupted, os_error, usage_error, write_stdout
 
 if TYPE_CHECKING:
     from .sources.gpu import GpuCollector
@@ -126,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
             return _one_shot(settings, store)
         except OSError as exc:  # stdout on a full disk or closed, a file gone unreadable mid-read
             return os_error(exc)
+        except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback (the workers have ended with it)
+            return interrupted()
     return _serve(settings, store)
 
 

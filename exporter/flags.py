@@ -220,8 +220,8 @@ def exit_status_help(width: int | None = None) -> str:
     to ``width`` (default: the terminal's, as argparse wraps the rest)."""
     width = width or help_width()
     return "exit status:\n" + "".join(
-        textwrap.fill(text.replace("``", ""), width, initial_indent=f"  {code}  ", subsequent_indent="     ",
-                      break_on_hyphens=False) + "\n"
+        textwrap.fill(text.replace("``", ""), width, initial_indent=f"  {code}  ",
+                      subsequent_indent=" " * (len(str(code)) + 4), break_on_hyphens=False) + "\n"
         for code, text in _exit_statuses())
 
 

@@ -18,7 +18,7 @@ class ExitStatus(IntEnum):
     """What the process's exit code means.
 
     Attributes:
-        OK: Done (one-shot or report printed), or stopped by SIGTERM/SIGINT.
+        OK: Done (one-shot or report printed), or the served command stopped by SIGTERM/SIGINT.
         RUNTIME: A failure at run time: the listen address cannot be bound, an output cannot be
             written.
         USAGE: A bad setting or argument, or an input path that is missing, a directory or unreadable;
@@ -27,17 +27,27 @@ class ExitStatus(IntEnum):
             empty file, an access log, a binary, the wrong file): the output says nothing about a
             scheduler. A warning on stderr names each such file and the lines read. ``report`` prints
             its (empty) report and ``--one-shot`` its metrics all the same; CI scripts see the status.
+        INTERRUPTED: ``--one-shot`` or ``report`` stopped by Ctrl-C (SIGINT): its output is missing or
+            incomplete; one line on stderr says so, no traceback (128 + SIGINT, as shells report it).
     """
 
     OK = 0
     RUNTIME = 1
     USAGE = 2
     NO_SCHEDULER_LINES = 3
+    INTERRUPTED = 130
 
 
 def error(message: str, prog: str = PROG) -> None:
     """Print ``<prog>: error: <message>`` on stderr (one line, as argparse does)."""
     print(f"{prog}: error: {message}", file=sys.stderr)
+
+
+def interrupted(prog: str = PROG) -> ExitStatus:
+    """Print that a one-shot read or a report was stopped by Ctrl-C; returns
+    :attr:`ExitStatus.INTERRUPTED`."""
+    error("interrupted (Ctrl-C): the output is missing or incomplete", prog)
+    return ExitStatus.INTERRUPTED
 
 
 def usage_error(message: str, prog: str = PROG) -> ExitStatus:

@@ -352,3 +352,47 @@ def test_the_sidecar_without_gpu_loads_no_nvml_bulk_path_or_report():
     assert not loaded & {"exporter.sources.gpu.poller", "exporter.sources.gpu.collector", "pynvml",
                          "exporter.sources.log.bulk", "exporter.sources.log.bulk_ingest", "multiprocessing",
                          "exporter.report", "exporter.demo"}, loaded
+
+
+# --- Ctrl-C --------------------------------------------------------------------------------------
+
+def test_ctrl_c_stops_a_one_shot_with_one_line_and_exit_130(tmp_path):
+    """Ctrl-C (SIGINT to the foreground process group: the command and its scan workers) during a
+    one-shot of a large log: one line on stderr, no traceback, nothing on stdout, exit 130."""
+    import signal
+
+    from conftest import corpus_files
+
+    lines = b"".join(p.read_bytes() for p in corpus_files())
+    path = tmp_path / "big.log"
+    with open(path, "wb") as f:
+        while f.tell() < (48 << 20):  # large enough for worker processes and a read of seconds
+            f.write(lines)
+    proc = subprocess.Popen([*command(), "--one-shot", "--log.path", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:  # wait until the workers are forked
+        if children.exists() and children.read_text().split():
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the one-shot ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == ExitStatus.INTERRUPTED == 130, err
+    assert err.decode().splitlines() == ["sglang-exporter: error: interrupted (Ctrl-C): the output is missing or "
+                                         "incomplete"], err
+    assert out == b""
+
+
+def test_ctrl_c_stops_a_report_with_one_line_and_exit_130(monkeypatch, capsys):
+    from exporter.report import cli as report_cli
+
+    def interrupted(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report_cli, "_load", interrupted)
+    assert exporter.cli.main(["report", LOG]) == ExitStatus.INTERRUPTED
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.splitlines() == [
+        "sglang-exporter report: error: interrupted (Ctrl-C): the output is missing or incomplete"]

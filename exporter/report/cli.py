@@ -17,7 +17,7 @@ from ..limits import (
 )
 from ..paths import display_path, file_problem
 from ..sources.log.glob import has_glob, regular_matches
-from ..status import ExitStatus, os_error, usage_error, write_stdout
+from ..status import ExitStatus, interrupted, os_error, usage_error, write_stdout
 from . import html as html_page
 from . import plots
 from .analyse import analyse
@@ -35,7 +35,7 @@ KV_BYTES_RANGE = (0.0, 64.0)  # exclusive low: fp4 is 0.5, float64 8
 EXIT_CODES = (f"Exit codes: {ExitStatus.OK:d} done; {ExitStatus.RUNTIME:d} a file could not be read or written; "
               f"{ExitStatus.USAGE:d} bad arguments, or an input that is missing, a directory or unreadable; "
               f"{ExitStatus.NO_SCHEDULER_LINES:d} no SGLang scheduler line in the input (the report is printed, "
-              "with a warning naming the file).")
+              f"with a warning naming the file); {ExitStatus.INTERRUPTED:d} stopped by Ctrl-C.")
 
 
 class _ArgError(Exception):
@@ -200,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
             write_stdout(out)
     except OSError as exc:
         return os_error(exc, PROG)
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+        return interrupted(PROG)
     if _warn_empty(runs):
         return ExitStatus.NO_SCHEDULER_LINES
     return ExitStatus.OK

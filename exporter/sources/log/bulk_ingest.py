@@ -19,9 +19,11 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import signal
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import BrokenExecutor, CancelledError, Future
 
 from ...scheduler.store import SchedulerStore
@@ -110,9 +112,11 @@ class BulkIngest(Ingest):
                 if slot is not None:
                     start = slot * SLOT_BYTES
                     self._shared[start:start + len(block)] = block
-                    future = self._pool.submit(_scan_slot, slot, len(block), max_line_bytes)
+                    with _sigint_blocked():  # a worker forked here starts with Ctrl-C held off
+                        future = self._pool.submit(_scan_slot, slot, len(block), max_line_bytes)
                 else:
-                    future = self._pool.submit(scan_block, block, max_line_bytes)
+                    with _sigint_blocked():
+                        future = self._pool.submit(scan_block, block, max_line_bytes)
             except BrokenExecutor:  # BrokenProcessPool: a worker died before this block was handed over
                 if slot is not None:
                     self._free.append(slot)
@@ -239,6 +243,21 @@ class BulkIngest(Ingest):
             stats.last_line_wall = wall
 
 
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT held off in this thread meanwhile (delivered after): a worker the pool forks meanwhile
+    inherits the mask, so a Ctrl-C in its first instant waits until it ignores SIGINT
+    (:func:`_worker_start`) instead of printing a traceback."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def _fork_available() -> bool:
     import multiprocessing
 
@@ -260,8 +279,11 @@ def _start_pool(workers: int, shared: mmap.mmap | None):
 
 
 def _worker_start(shared: mmap.mmap | None, parent: int) -> None:
-    """In a worker, at its start: the pool's shared memory, and an end with its parent.
+    """In a worker, at its start: the pool's shared memory, Ctrl-C left to the parent, and an end with
+    its parent.
 
+    Ctrl-C sends SIGINT to the whole foreground process group: the parent stops the read and shuts the
+    pool down (one line, exit 130), so a worker ignores it rather than print its own traceback.
     A parent killed without its cleanup (SIGTERM's default action, as ``timeout`` or a Kubernetes
     Job's deadline sends it, SIGKILL, the OOM killer) would leave its idle workers waiting for work
     forever, each holding its memory: on Linux the kernel sends the worker SIGKILL when its parent
@@ -269,6 +291,9 @@ def _worker_start(shared: mmap.mmap | None, parent: int) -> None:
     """
     global _shared
     _shared = shared
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # forked with SIGINT blocked (_sigint_blocked): now ignored
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _die_with_parent(parent)
 
 
@@ -277,7 +302,6 @@ def _die_with_parent(parent: int) -> None:
     the parent ``parent`` has already ended."""
     try:
         import ctypes
-        import signal
 
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
