@@ -47,4 +47,4 @@ def test_server_args_interval_outside_the_range_is_damage():
 
 
 def test_exit_statuses_are_the_documented_codes():
-    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3]
+    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3, 130]
