@@ -391,13 +391,15 @@ def _kv_allocation(line: str, start: int, j: int) -> Event | Malformed | None:
         return Malformed("kv_allocation", str(exc))
 
 
+#: ``server_args`` values read, in both forms SGLang printed: ``ServerArgs(name=value, ...)`` (up to
+#: 0.5.18) and the Python dict ``{'name': value, ...}`` (0.5.19+, ``_server_args_for_logging``).
 _SERVER_ARG = {
-    name: re.compile(rf"(?<![\w.]){name}=(-?\d{{1,9}}|None)(?!\d)", re.ASCII)
+    name: re.compile(rf"(?:(?<![\w.]){name}=|'{name}': )(-?\d{{1,9}}|None)(?!\d)", re.ASCII)
     for name in ("decode_log_interval", "chunked_prefill_size", "max_running_requests")
 }
 #: Parallel sizes of ``server_args`` by the rank tag they bound (``docs/log-format.md#rank-tags``).
 _RANK_SIZE = {
-    tag: re.compile(rf"(?<![\w.]){name}=(\d{{1,6}})(?!\d)", re.ASCII)
+    tag: re.compile(rf"(?:(?<![\w.]){name}=|'{name}': )(\d{{1,6}})(?!\d)", re.ASCII)
     for tag, name in (("DP", "dp_size"), ("TP", "tp_size"), ("PP", "pp_size"), ("EP", "ep_size"),
                       ("ATTN_CP", "attn_cp_size"), ("MOE_DP", "moe_dp_size"))
 }
@@ -405,11 +407,14 @@ _RANK_SIZE = {
 
 def _server_args(line: str, start: int) -> Event | Malformed:
     body = line[start:]
+    found = False
     values: dict[str, int | None] = {}
     for name, pattern in _SERVER_ARG.items():
         m = pattern.search(body)
-        if m and m.group(1) != "None":
-            values[name] = int(m.group(1))
+        if m:
+            found = True
+            if m.group(1) != "None":
+                values[name] = int(m.group(1))
     interval = values.get("decode_log_interval")
     if interval is not None and not DECODE_LOG_INTERVAL_MIN <= interval <= DECODE_LOG_INTERVAL_MAX:
         return Malformed("server_args", f"decode_log_interval={interval}")
@@ -417,8 +422,12 @@ def _server_args(line: str, start: int) -> Event | Malformed:
     sizes = {}
     for tag, pattern in _RANK_SIZE.items():
         m = pattern.search(body)
-        if m and int(m.group(1)) > 0:
-            sizes[tag] = int(m.group(1))
+        if m:
+            found = True
+            if int(m.group(1)) > 0:
+                sizes[tag] = int(m.group(1))
+    if not found:  # a line counted as parsed is a line applied: no known setting, nothing applied
+        return Malformed("server_args", "no known setting")
     return ServerArgs(
         origin=parse_origin(line[:start]),
         decode_log_interval=interval,
