@@ -180,7 +180,8 @@ _PREFILL_PD = {
     "#inflight-req": "inflight",
     "#optimistic-req": "optimistic",
 }
-_DECODE_PD = {"#prealloc-req": "prealloc", "#transfer-req": "transfer", "#retracted-req": "retracted"}
+_DECODE_PD = {"#prealloc-req": "prealloc", "#transfer-req": "transfer", "#host-receive-req": "host_receive",
+              "#retracted-req": "retracted"}
 _USAGE_POOL_ITEMS = tuple(_USAGE_POOL.items())
 
 
@@ -284,6 +285,7 @@ def _prefill(line: str, start: int, j: int, period_body: bool = False) -> Event 
             pd_queues=pd,
             input_throughput=_opt_float(fields, "input throughput (token/s)"),
             graph=_graph(fields),
+            replay_token=_opt_int(fields, "#replay-token"),
         )
     except _Damaged as exc:
         return Malformed("prefill", str(exc))
@@ -375,7 +377,7 @@ def _gib(value: str) -> float:
     return _float(number) * (1 << 30)
 
 
-def _kv_allocation(line: str, start: int, j: int) -> Event | Malformed | None:
+def _kv_allocation(line: str, start: int, j: int, post_capture: bool = False) -> Event | Malformed | None:
     try:
         fields = _split_fields(line[j:])
         if "#tokens" not in fields and _foreign(fields, _KV_ALLOCATION_KEYS):
@@ -386,7 +388,7 @@ def _kv_allocation(line: str, start: int, j: int) -> Event | Malformed | None:
             size = _gib(_required(fields, "K size")) + _gib(_required(fields, "V size"))
         else:
             size = None
-        return KvAllocation(parse_origin(line[:start]), _int(_required(fields, "#tokens")), size)
+        return KvAllocation(parse_origin(line[:start]), _int(_required(fields, "#tokens")), size, post_capture)
     except _Damaged as exc:
         return Malformed("kv_allocation", str(exc))
 
@@ -486,6 +488,12 @@ def parse_line(line: str) -> Event | Malformed | None:
         return Malformed("other", f"parser error: {type(exc).__name__}")
 
 
+#: What follows ``retract_decode: aborted `` on its two lines (``RetractAbort``).
+_ABORT_TAILS = ("last request ", "request ")
+#: The tail of the ``Post-capture KV sizing`` line, printed as ``name=value`` (cut before the fields are read).
+_AVAIL_MEM = ", avail mem="
+
+
 def _parse(line: str) -> Event | Malformed | None:
     i = line.find("Decode batch")
     if i >= 0 and starts_message(line, i):
@@ -502,8 +510,8 @@ def _parse(line: str) -> Event | Malformed | None:
     i = line.find("Testing retraction.")
     if i >= 0 and starts_message(line, i):
         return _retraction(line, i, i + 19)
-    i = line.find("retract_decode: aborted last request")
-    if i >= 0 and starts_message(line, i):
+    i = line.find("retract_decode: aborted ")
+    if i >= 0 and line.startswith(_ABORT_TAILS, i + 24) and starts_message(line, i):
         return RetractAbort(parse_origin(line[:i]))
     i = line.find("max_total_num_tokens=")
     if i >= 0 and starts_message(line, i):
@@ -514,6 +522,10 @@ def _parse(line: str) -> Event | Malformed | None:
     i = line.find("KV Cache is allocated.")
     if i >= 0 and starts_message(line, i):
         return _kv_allocation(line, i, i + 22)
+    i = line.find("Post-capture KV sizing: KV cache allocated.")
+    if i >= 0 and starts_message(line, i):
+        k = line.find(_AVAIL_MEM, i)  # the only field of this line printed as name=value
+        return _kv_allocation(line[:k] if k > 0 else line, i, i + 43, post_capture=True)
     i = line.find("Time Stats(")
     if i >= 4 and line.startswith("Req ", i - 4) and starts_message(line, i - 4):
         return _req_time_stats(line, i - 4, line.find("):", i))
