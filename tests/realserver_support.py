@@ -124,4 +124,8 @@ def live_run(version: str, name: str, root: Path) -> LiveRun:
                                    capture_output=True, text=True).stdout
     live.report = json.loads(subprocess.run([*command(), "report", log, "--format", "json"], check=True,
                                             capture_output=True, text=True).stdout)
+    # kept beside SGLang's records, for a reader comparing the two
+    (out / "sidecar-final.prom").write_text(live.final)
+    (out / "one-shot.prom").write_text(live.one_shot)
+    (out / "report.json").write_text(json.dumps(live.report, indent=1))
     return live
