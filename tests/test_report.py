@@ -291,6 +291,32 @@ def test_baseline_on_two_real_logs():
     assert "cannot compare: server_args line missing" in out and "<- worse" in out
 
 
+def _doc(computed: float, useful: float, recompute: float, retraction: float) -> dict:
+    return {"throughput": {"computed_tokens_per_second": computed, "useful_tokens_per_second": useful,
+                           "recompute_share": recompute},
+            "retractions": {"share_of_batches": retraction},
+            "queue_latency": {"mean_wait_seconds_littles_law": None},  # n/a: neither queue was steady
+            "startup": {"server_args": {}}}
+
+
+def test_baseline_judges_useful_throughput_not_computed():
+    # issue 24, 3: computed tokens/s +21.6% while useful tokens/s -22.7% and the recompute share +29 points
+    old, new = _doc(1000.0, 950.0, 0.05, 0.01), _doc(1216.0, 734.35, 0.34, 0.04)
+    cmp = compare(old, new)
+    rows = {r["key"]: r for r in cmp["figures"]}
+    assert rows["throughput.computed_tokens_per_second"]["change_ratio"] == pytest.approx(0.216)
+    assert rows["throughput.computed_tokens_per_second"]["flag"] == "worse"
+    assert rows["throughput.useful_tokens_per_second"]["flag"] == "worse"
+    assert cmp["judgement"]["code"] == "regression"
+    assert "useful tokens/s" in cmp["judgement"]["text"] and "recomputed work" in cmp["judgement"]["text"]
+    # a Little's-law wait that neither run can give is not called better or worse
+    assert rows["queue_latency.mean_wait_seconds_littles_law"]["flag"] is None
+    # the other way round: useful throughput rose, the run is better whatever the computed figure did
+    cmp = compare(new, old)
+    assert cmp["judgement"]["code"] == "improvement"
+    assert {r["key"]: r for r in cmp["figures"]}["throughput.computed_tokens_per_second"]["flag"] == "changed"
+
+
 SERVER_ARGS = ("[2026-09-13 16:05:00] server_args=ServerArgs(model_path='/models/qwen', tp_size=1, "
                "chunked_prefill_size=2048, max_running_requests={mrr}, schedule_policy='fcfs', "
                "json_model_override_args='{{\"a\": 1, \"b\": [1, 2]}}', {extra}decode_log_interval=40)")

@@ -92,7 +92,8 @@ def html(doc: dict, images: dict[str, bytes]) -> str:
         diff += "".join(f"<li>~ {_e(k)}: {_e(a)} &rarr; {_e(b)}</li>" for k, (a, b) in d["changed"].items())
         if not (d["baseline_has_server_args"] and d["current_has_server_args"]):
             diff += "<li>cannot compare: a log has no server_args line</li>"
-        body = (f"<h1>Baseline comparison</h1><section id=\"comparison\"><table><tr><th>figure</th><th>baseline</th>"
+        body = (f"<h1>Baseline comparison</h1><p id=\"judgement\">{_e(doc['judgement']['text'])}</p>"
+                f"<section id=\"comparison\"><table><tr><th>figure</th><th>baseline</th>"
                 f"<th>current</th><th>change</th><th>flag</th></tr>{rows}</table></section>"
                 f"<section id=\"server-args-diff\"><h2>server_args difference</h2><ul>{diff or '<li>identical</li>'}"
                 f"</ul></section>" + _single(doc["current"], images, "Current run")

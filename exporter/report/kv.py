@@ -22,10 +22,7 @@ from .fmt import num
 from .linedata import _value
 from .stats import distribution, ratio
 
-#: The method's safety factor on the theoretical KV capacity in requests.
-SAFETY_FACTOR = 0.7
-#: Offline work: ceiling at 60-70% of the requests the KV pool holds.
-OFFLINE_RANGE = (0.6, 0.7)
+from ..method import OFFLINE_RANGE, SAFETY_FACTOR, capacity_requests, kv_tokens_per_request, safe_capacity
 
 DOMAINS = {
     "capacity_tokens": COUNT,
@@ -130,7 +127,8 @@ def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None =
           else f"not an estimate: the {source} gives the capacity")
     rows, prealloc = _footprints(b)
     running_tokens = sum(u for u, _ in rows)
-    mean_tpr = f.set("mean_tokens_per_running_request", ratio(running_tokens, sum(n for _, n in rows)) if rows else None,
+    mean_tpr = f.set("mean_tokens_per_running_request",
+                     kv_tokens_per_request(running_tokens, sum(n for _, n in rows)) if rows else None,
                      "no Decode line with #token and running requests")
     f.put("tokens_per_running_request", distribution([u / n for u, n in rows], (50, 90)))
     f.set("preallocated_tokens_excluded", (sum(prealloc) / len(prealloc)) if prealloc else None,
@@ -138,7 +136,7 @@ def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None =
           else "no pre-allocated KV in the Decode lines")
     pools: dict[str, float] = {}
     if cap_tokens and mean_tpr:
-        pools["kv"] = cap_tokens / mean_tpr
+        pools["kv"] = capacity_requests(cap_tokens, mean_tpr)
     swa_rows = [r for r in b.decode if r.swa_used is not None and r.running > 0]
     swa = pool_size_estimate([(r.swa_used, r.swa_ratio) for r in swa_rows])
     swa_per_req = ratio(sum(r.swa_used for r in swa_rows), sum(r.running for r in swa_rows))
@@ -160,7 +158,7 @@ def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None =
     few = (f"fewer than {1 / SAFETY_FACTOR:.2f} requests fit at the observed footprint: no whole request is left at "
            f"the {SAFETY_FACTOR:g} safety factor")
     no_reqs = "the capacity in requests is n/a"
-    safe = f.set("safe_ceiling_requests", math.floor(cap_reqs * SAFETY_FACTOR) if cap_reqs is not None else None,
+    safe = f.set("safe_ceiling_requests", safe_capacity(cap_reqs),
                  no_reqs if cap_reqs is None else few)
     offline = None
     if safe:

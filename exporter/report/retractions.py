@@ -9,13 +9,12 @@ events / batches, overall and per ``--window`` seconds, against :data:`RETRACTIO
 
 from __future__ import annotations
 
+from ..method import RETRACTION_RULE, retraction_share
 from .basis import Basis
 from .domains import AMOUNT, COUNT, LABEL, POSITIVE, REASONS, SHARE, VERDICT, Figures, ListOf, Record, verdict
 from .stats import plural, ratio
 from .fmt import iso_time, pct
 
-#: The method's rule: more than this share of batches retracted means the ceiling is too high.
-RETRACTION_RULE = 0.05
 
 WINDOW = Record({"start": LABEL, "batches": COUNT, "retractions": COUNT, "share": SHARE})
 DOMAINS = {
@@ -84,7 +83,7 @@ def section(b: Basis, window: float) -> dict:
     f.set("decode_steps", decode_steps)
     f.set("decode_log_interval", b.interval)
     f.put("decode_log_interval_source", b.interval_source)
-    share = f.set("share_of_batches", ratio(events, batches),
+    share = f.set("share_of_batches", retraction_share(events, batches),
                   "no batch lines in the log" if not batches else
                   f"more retraction events ({events}) than batches ({batches}): the batches around them are "
                   "outside this log")
