@@ -355,8 +355,15 @@ class SchedulerStates:
             return self._retraction(event, s)
         if kind is Capacity:
             self.capacities[origin.stage] = event
-            self.scheduler(key).capacity = event
+            sched = self.scheduler(key)
+            sched.capacity = event
             self._note_startup_ranks(origin)
+            # A start-up line: the scheduler (re)starts with an empty queue and no chunk in flight, so
+            # nothing queued before it is integrated across the restart (a restarted server, the demo's
+            # loop seam).
+            for r in sched.replicas.values():
+                r.last_queue = r.last_queue_time = None
+                r.prev_prefill_chunked = False
         elif kind is KvAllocation:  # SGLang Omni's stages: the only statement of their KV capacity
             self.kv_allocations[origin.stage] = event
             self.scheduler(key).kv_allocation = event
