@@ -31,6 +31,9 @@ BOUND_BY_KV_USAGE = 0.9
 #: "Bound by the ceiling": the running batch at ``max_running_requests`` in at least this share of
 #: the logged decode steps.
 AT_CEILING_SHARE = 0.5
+#: Fewer Prefill/Decode lines than this say nothing general about a run: no regime (latency- or
+#: throughput-first) is concluded from them without a saturation signal, and no "never ran out".
+MIN_STATS_LINES = 10
 #: The recompute share (recomputed / computed tokens) above which throughput figures are called
 #: "fake throughput" (the report's verdict, the SGLangRecomputeShareHigh alert).
 RECOMPUTE_SHARE_HIGH = 0.1

@@ -39,6 +39,8 @@ DOMAINS = {
     "recommended_max_running_requests_offline": Range(POSITIVE),
     "max_running_requests": POSITIVE,
     "decode_batch_p99": COUNT,
+    "dp_ranks": COUNT,
+    "capacity_scope": LABEL,
     "model": FREE,
     "verdict": VERDICT,
     "not_available": REASONS,
@@ -167,6 +169,9 @@ def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None =
     ceiling = f.set("max_running_requests", b.ceiling,
                     "the log has neither the start-up capacity line nor server_args")
     f.set("decode_batch_p99", decode_p99, "no Decode lines")
+    # the capacity, the ceilings and the recommendation are those of one scheduler's KV pool
+    ranks = f.set("dp_ranks", len(b.decode_by_sched) or None, "no Decode lines")
+    scope = f.put("capacity_scope", "per DP rank" if ranks and ranks > 1 else "server" if ranks else None)
     kv_model = None
     if model_config is not None:
         per = model_kv_bytes_per_token(model_config, b.tp_size or 1, kv_bytes)
@@ -191,6 +196,10 @@ def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None =
             how = (f"the SWA pool holds {num(cap_reqs)} requests at {num(swa_per_req)} SWA tokens each "
                    f"(the token pool: {num(pools.get('kv'))})")
         text = how + (f", {safe} at the {SAFETY_FACTOR:g} safety factor." if safe else f"; {few}.")
+        if scope == "per DP rank":
+            text += (f" These figures are per DP rank (each of the {ranks} DP ranks has its own KV pool): "
+                     f"--max-running-requests is the ceiling of each rank's scheduler (with DP attention SGLang "
+                     f"divides it among the ranks: {ranks} x the per-rank figure for the server).")
         if ceiling and (not safe or ceiling > safe):
             v = verdict("ceiling_above_safe", text + f" The configured ceiling {ceiling} is above it: the KV pool, "
                         "not the ceiling, decides the batch, and retractions follow.")

@@ -155,7 +155,7 @@ def section(b: Basis) -> dict:
     if no_admit is not None:
         why_little = no_admit
     elif not b.has_time:
-        why_little = "the log has no time stamps"
+        why_little = b.no_time
     elif not admitted:
         why_little = "no request was admitted in the log"
     elif growth is None:
@@ -189,7 +189,7 @@ def section(b: Basis) -> dict:
     f.put("finish_queue_time_seconds", distribution(rec.finish.queue_time, LATENCY_POINTS))
     f.put("e2e_latency_seconds", distribution(rec.finish.e2e_latency, LATENCY_POINTS))
     if not b.has_time:
-        v = verdict("unknown", "The log has no timestamps: queue wait and rates cannot be derived.")
+        v = verdict("unknown", f"No queue wait or rates: {b.no_time}.")
     elif no_admit:
         v = verdict("unknown", f"No queue wait to derive: {no_admit}.")
     elif not admitted:

@@ -9,7 +9,7 @@ events / batches, overall and per ``--window`` seconds, against :data:`RETRACTIO
 
 from __future__ import annotations
 
-from ..method import RETRACTION_RULE, retraction_share
+from ..method import MIN_STATS_LINES, RETRACTION_RULE, retraction_share
 from .basis import Basis
 from .domains import AMOUNT, COUNT, LABEL, POSITIVE, REASONS, SHARE, VERDICT, Figures, ListOf, Record, verdict
 from .stats import plural, ratio
@@ -92,15 +92,17 @@ def section(b: Basis, window: float) -> dict:
     windows = f.put("windows", _windows(b, window))
     shares = [w["share"] for w in windows if w["share"] is not None]
     peak = f.set("peak_window_share", max(shares) if shares else None,
-                 "the log has no time stamps" if not b.has_time else "no window has batches")
+                 b.no_time if not b.has_time else "no window has batches")
     over = f.set("windows_above_rule", sum(1 for x in shares if x > RETRACTION_RULE))
     f.set("windows_with_retractions_but_no_batches",
           sum(1 for w in windows if w["batches"] == 0 and w["retractions"] > 0))
     ratios = [g.gauges["new_token_ratio"] for g in b.rec.states.schedulers.values() if "new_token_ratio" in g.gauges]
     f.set("latest_new_token_ratio", max(ratios) if ratios else None, "no retraction line printed #new_token_ratio")
+    lines = len(b.decode) + len(b.prefill)
     if events == 0:
-        v = verdict("none", "No retractions: KV memory never ran out." if b.decode or b.prefill
-                    else "No retractions, and no batch lines either.")
+        v = verdict("none", "No retractions, and no batch lines either." if not lines else
+                    f"No retractions in {plural(lines, 'Prefill/Decode line')}: too few to say that KV memory "
+                    "never runs out." if lines < MIN_STATS_LINES else "No retractions: KV memory never ran out.")
     elif share is None:
         v = verdict("unknown_share", f"{plural(events, 'retraction event')}; their share of batches (the 5% rule) "
                     f"cannot be given: {f.na['share_of_batches']}.")

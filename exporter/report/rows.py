@@ -70,9 +70,9 @@ def header(doc: dict) -> list[str]:
     ]
     unattributed = sum(lines.get("unattributed", {}).values())
     if unattributed:
-        out.append(f"unattributed: {plural(unattributed, 'SGLang Omni line')} of several stages that do not say "
-                   "which stage printed them, in no stage's figures; put deploy/sglang-omni/sitecustomize.py "
-                   "on the server's PYTHONPATH (docs/sglang-omni.md)")
+        why = "; ".join(lines.get("unattributed_reasons") or []) or "their stage is not known"
+        out.append(f"unattributed: {plural(unattributed, 'SGLang Omni line')} in no stage's figures: "
+                   f"{why}; put deploy/sglang-omni/sitecustomize.py on the server's PYTHONPATH (docs/sglang-omni.md)")
     return out
 
 
@@ -155,7 +155,8 @@ def _kv(k: dict) -> list[tuple[str, str]]:
         ("mean KV tokens per running request", per),
         ("theoretical capacity (requests)", reqs),
         ("safe ceiling (x 0.7)", fig(k, "safe_ceiling_requests")),
-        ("recommended --max-running-requests, offline (60-70%)",
+        ("recommended --max-running-requests, offline (60-70%)"
+         + (f", per DP rank ({k['dp_ranks']} ranks)" if k.get("capacity_scope") == "per DP rank" else ""),
          count_range(rec) if rec else fig(k, "recommended_max_running_requests_offline")),
         ("configured ceiling / observed decode p99",
          f"{num(k['max_running_requests']) if k['max_running_requests'] else 'not in the log'} / "
