@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import os
 import subprocess
 import sys
@@ -618,3 +619,13 @@ def test_closed_stdout_exits_1_naming_standard_output(args, prog):
     assert proc.returncode == 1, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1  # was an AttributeError traceback
     assert err.startswith(f"{prog}: error: standard output: "), err
+
+
+def test_html_opens_with_its_verdicts_in_words_and_no_internal_code(tmp_path):
+    # issue 24: the page opens with a summary of its verdicts; no code such as kv_memory shown in bold
+    out = tmp_path / "r.html"
+    assert cli.main(["report", "--format", "html", "--output", str(out), str(STORM)]) == 0
+    page = out.read_text()
+    assert page.index('id="summary"') < page.index('id="batch-size"')
+    assert "Throughput-first" in page[page.index('id="summary"'):page.index('id="batch-size"')]
+    assert not re.search(r"<b>[a-z_]+</b>", page)
