@@ -406,3 +406,12 @@ def test_demo_listens_on_loopback_unless_told_otherwise():
     assert listen_address(load_settings(["--demo"])) == "127.0.0.1:18400"
     assert listen_address(load_settings(["--demo", "--web.listen-address", ":9000"])) == ":9000"
     assert listen_address(load_settings(["--log.path", "x.log"])) == ":18400"
+
+
+def test_demo_in_the_image_listens_on_every_interface_of_the_container(monkeypatch):
+    # the Dockerfile sets the address explicitly, so that `docker run -p ... --demo` is reachable
+    from exporter.cli import listen_address
+
+    env = re.search(r"SGLANG_EXPORTER_WEB__LISTEN_ADDRESS=(\S+)", (ROOT / "Dockerfile").read_text()).group(1)
+    monkeypatch.setenv("SGLANG_EXPORTER_WEB__LISTEN_ADDRESS", env)
+    assert listen_address(load_settings(["--demo"])) == env == "0.0.0.0:18400"
