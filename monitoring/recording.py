@@ -110,6 +110,9 @@ def log_rules(cfg: Config) -> list[Recording]:
         return Recording(R(name, operation), expr, comment, labels={"source": LOG})
 
     on = f"on ({by(cfg)})"
+    growth = per_group(cfg, lambda s: f"delta({s}[{w}])", "sglang_scheduler_queue_requests")
+    admitted = per_group(cfg, lambda s: f"increase({s}[{w}])", "sglang_scheduler_admitted_requests_total")
+    grew = f"{growth} > 2\nand {on}\n{growth} > {on}\n0.1 * {admitted}"
     return [
         rule("batches", "rate{w}", summed(cfg, rate("sglang_scheduler_batches_total", split=("phase",))),
              "Prefill batches plus decode steps per second of one scheduler (replicas: max per phase, then the "
@@ -152,8 +155,11 @@ def log_rules(cfg: Config) -> list[Recording]:
         rule("queue_request_seconds", "rate{w}", rate("sglang_scheduler_queue_request_seconds_total"),
              "Time-weighted queue length (mean number of waiting requests)."),
         rule("queue_wait_seconds", "mean_rate{w}",
-             divide(cfg, log("queue_request_seconds", "rate{w}"), log("admitted_requests", "rate{w}")),
-             "Mean queue wait by Little's law: mean queue length / admission rate (every SGLang version)."),
+             f"(\n{indent(divide(cfg, log('queue_request_seconds', 'rate{w}'), log('admitted_requests', 'rate{w}')))}\n)"
+             f"\nunless {on}\n(\n{indent(grew)}\n)",
+             "Mean queue wait by Little's law: mean queue length / admission rate (every SGLang version); "
+             "absent while the queue grows over the window by more than max(2, 10% of the admissions) "
+             "(exporter.method.queue_steady: then it is no wait time, as the report says n/a)."),
         *_batch_size_rules(cfg, LOG, "sglang_scheduler_batch_size", "decode", "#running-req of Decode batch lines"),
         *_batch_size_rules(cfg, LOG, "sglang_scheduler_batch_size", "prefill", "#new-seq of Prefill batch lines"),
         rule("kv_usage_observed", "mean_rate{w}",
