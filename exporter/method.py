@@ -101,6 +101,16 @@ def decode_step(running: int, accept_len: float | None, gen_throughput: float | 
     return running * (accept_len or 1.0) / gen_throughput
 
 
+def request_weighted_mean(values: list[float], running: list[int]) -> float:
+    """The mean of per-line values (seconds per decode step, or per output token) weighted by each
+    line's running requests: every running request waits one step, so a step of a batch of 30 counts
+    30 times. This is the per-token wait a client measures (its mean inter-token latency and, per
+    request, TPOT), where an unweighted mean of the lines under-weights the busy, slow steps: on a real
+    0.5.23 run 141 ms unweighted, 193 ms weighted, the client's mean ITL 189 ms."""
+    total = sum(running)
+    return sum(v * n for v, n in zip(values, running)) / total if total else sum(values) / len(values)
+
+
 def decode_step_bound(gap_seconds: float | None, interval: int) -> float | None:
     """The longest decode step the log allows between two Decode lines of one scheduler ``gap_seconds``
     apart: ``interval`` steps fit in the gap (1-s time stamps: one second more). None without a gap."""

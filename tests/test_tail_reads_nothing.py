@@ -27,7 +27,8 @@ def _decode_parsed(m) -> float | None:
                                         ("*.log", "{path} matches no file (yet); waiting for files")])
 def test_a_missing_path_or_an_empty_glob_gets_one_warning_and_is_waited_for(tmp_path, name, said):
     path = tmp_path / name
-    exp = Exporter("--log.path", str(path), "--gpu.enabled", "false")
+    # the interval given, so that the only warning is the one under test (the lines have no server_args)
+    exp = Exporter("--log.path", str(path), "--gpu.enabled", "false", "--sglang.decode-log-interval", "40")
     try:
         for _ in range(3):
             m = exp.metrics()
@@ -72,8 +73,9 @@ def test_from_beginning_says_nothing_is_skipped(tmp_path):
 
 
 def _one_shot(*paths) -> subprocess.CompletedProcess:
-    return subprocess.run([*command(), "--one-shot", "--log.path", ",".join(map(str, paths))],
-                          capture_output=True, text=True, timeout=DEADLINE)
+    # the interval given: the warnings under test are the only ones (these logs have no server_args)
+    return subprocess.run([*command(), "--one-shot", "--log.path", ",".join(map(str, paths)),
+                           "--sglang.decode-log-interval", "40"], capture_output=True, text=True, timeout=DEADLINE)
 
 
 @pytest.mark.parametrize("content, what", [(b"", "the file is empty"),

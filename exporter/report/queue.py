@@ -50,9 +50,9 @@ DOMAINS = {
 }
 
 
-def _bounded_steps(b: Basis) -> tuple[list[tuple[float, float]], int]:
+def _bounded_steps(b: Basis) -> tuple[list[tuple[float, float, int]], int]:
     """Per Decode line with gen throughput and running requests, outside idle periods: (seconds per
-    step, seconds per output token) (:func:`exporter.method.decode_step`), and how many lines were
+    step, seconds per output token, running requests) (:func:`exporter.method.decode_step`), and how many lines were
     left out because their step is longer than the log allows (:func:`exporter.method.decode_step_bound`:
     the time since the scheduler's previous Decode line over the decode-log interval), as when
     SGLang's gen throughput counts a silence or a pause as decoding."""
@@ -70,7 +70,7 @@ def _bounded_steps(b: Basis) -> tuple[list[tuple[float, float]], int]:
             if bound is not None and step > bound:
                 over += 1
                 continue
-            timed.append((step, step / (r.accept_len or 1.0)))
+            timed.append((step, step / (r.accept_len or 1.0), r.running))
     return timed, over
 
 
@@ -80,13 +80,18 @@ def decode_step(b: Basis) -> tuple[float | None, float | None, list[float], str 
 
     Lines whose interval may hold idle time are left out: those marked ``DecodeRow.after_idle``, and
     those whose step is longer than the time since the previous Decode line allows
-    (:func:`_bounded_steps`). Every other line counts, the slow ones too.
+    (:func:`_bounded_steps`). Every other line counts, the slow ones too, each weighted by its
+    running requests (:func:`exporter.method.request_weighted_mean`): the step as a running request
+    waits for it, which is what a client's time per output token measures (a busy step makes every
+    one of its requests wait).
     """
     kept = [r for rows in b.decode_by_sched.values() for r in rows if not r.after_idle]
     timed, over = _bounded_steps(b)
     if timed:
-        steps = [s for s, _ in timed]
-        return (sum(steps) / len(steps), sum(o for _, o in timed) / len(timed), steps, "gen throughput",
+        steps = [s for s, _, _ in timed]
+        weights = [n for _, _, n in timed]
+        return (method.request_weighted_mean(steps, weights),
+                method.request_weighted_mean([o for _, o, _ in timed], weights), steps, "gen throughput",
                 len(timed), "")
     if over:
         return (None, None, [], None, 0, f"every Decode line's gen throughput gives a step longer than the time "
