@@ -31,21 +31,24 @@ _ROOT = os.path.dirname(_HERE)
 _PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^\]]*\] ")
 
 
-def _dp_lines(log: str, per_rank: int = 5000) -> list[str]:
-    """Stats lines of the bench log, re-tagged for DP ranks 0..7 (``per_rank`` lines each)."""
+def _dp_lines(log: str, per_rank: int = 5000, ranks: int = 8, stamp: str | None = None) -> list[str]:
+    """Stats lines of the bench log, re-tagged for DP ranks ``0..ranks-1`` (``per_rank`` lines each,
+    interleaved: line i of every rank, then line i + 1); the prefix's date-time is the log's last
+    one, or ``stamp`` (``YYYY-MM-DD HH:MM:SS``)."""
     base: list[str] = []
     with open(log, encoding="utf-8", errors="replace") as f:
         for line in f:
             m = _PREFIX.match(line)
             if m and ("Decode batch" in line or "Prefill batch" in line or "Retract" in line):
                 base.append(line[m.end():].rstrip("\n"))
-                stamp = m.group(1)
+                last = m.group(1)
                 if len(base) >= per_rank:
                     break
+    stamp = stamp or last
     out = []
-    for i, body in enumerate(base):
-        for d in range(8):
-            out.append(f"[{stamp} DP{d} TP{d}] {body}")
+    for body in base:
+        for d in range(ranks):
+            out.append(f"[{stamp} DP{d} TP{d % 8}] {body}")
     return out
 
 
