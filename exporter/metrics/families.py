@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from . import rows
 from .defs import COUNTER, GAUGE, HISTOGRAM, MetricDef
+from .text import RawFamily
 
 _CLASSES = {COUNTER: CounterMetricFamily, GAUGE: GaugeMetricFamily, HISTOGRAM: HistogramMetricFamily}
 
@@ -147,8 +148,9 @@ _LE: dict[tuple[float, ...], tuple[str, ...]] = {}
 
 def _add_histogram(fam: Metric, labels: Sequence[str], h: Any) -> None:
     les = _LE.get(h.bounds)
-    if les is None:  # a bound as the le label value (1.0, 0.0025), as the client library writes it
-        les = _LE[h.bounds] = tuple(repr(float(b)) for b in h.bounds)
-    buckets = list(zip(les, h.cumulative))
-    buckets.append(("+Inf", h.cumulative[-1]))
-    fam.add_metric(labels, buckets, h.sum)
+    if les is None:  # a bound as the le label value (1.0, 0.0025), as the client library writes it; +Inf last
+        les = _LE[h.bounds] = (*(repr(float(b)) for b in h.bounds), "+Inf")
+    if isinstance(fam, RawFamily):  # the counts as they are: no bucket pairs (exporter/metrics/text.py)
+        fam.add_histogram(labels, les, h.cumulative, h.sum)
+    else:
+        fam.add_metric(labels, list(zip(les, h.cumulative)), h.sum)
