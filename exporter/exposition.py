@@ -145,8 +145,6 @@ class Renderer:
             texts[key] = (family, text, bits)
             parts.extend(text)
         self._texts = texts
-        if fast is not None:
-            fast.end()
         if content_type.startswith("application/openmetrics-text"):
             parts.append(_EOF)
         return b"".join(parts)

@@ -78,7 +78,6 @@ def test_corpus_text_is_the_librarys(path):
         cache = TextCache(encode)
         for fam in fams:
             assert cache.text(fam) == library_text(fam, encode), fam.name
-        cache.end()
         for fam in fams:  # again, every template from the cache
             assert cache.text(fam) == library_text(fam, encode), fam.name
 
@@ -128,7 +127,8 @@ def test_eight_dp_ranks_every_rank_changed_body_is_the_librarys(accept):
 def test_changed_scheduler_families_skip_the_encoder_once_templates_are_cached(accept):
     """After the first render, a changed scheduler family is written from cached templates: the
     library's encoder sees it no more (only a series with a new label set is cut from the library's
-    text), yet the body is the library's."""
+    text), yet the body is the library's; a render with nothing changed in between (the families'
+    texts reused whole) keeps the templates."""
     store, source, rest = dp_state()
     registry = build_registry(store, source, 3600.0)
     library, content_type = choose_encoder(accept)
@@ -141,6 +141,8 @@ def test_changed_scheduler_families_skip_the_encoder_once_templates_are_cached(a
     renderer = Renderer(registry)
     before = renderer._encode(encoder, content_type)
     assert "sglang_scheduler_batch_size" in seen
+    again = renderer._encode(encoder, content_type)  # nothing changed: texts reused whole
+    assert VOLATILE.sub(b"", again) == VOLATILE.sub(b"", before)
     seen.clear()
     source.ingest.feed(rest[:80])
     body = renderer._encode(encoder, content_type)
@@ -194,14 +196,16 @@ def test_samples_are_the_library_familys_and_built_lazily():
         RawFamily(partial(GaugeMetricFamily, "g", "h", labels=[])).add_metric([], 1, 2)
 
 
-def test_prefixes_of_gone_series_are_dropped():
+def test_templates_of_gone_series_are_dropped_and_of_families_not_written_kept():
     cache = TextCache(generate_latest)
+    other = RawFamily(partial(GaugeMetricFamily, "other", "h", labels=["dp"]))
+    other.add_metric(["0"], 1)
+    cache.text(other)
     for dp in ("0", "1", "1"):
         fam = RawFamily(partial(GaugeMetricFamily, "g", "h", labels=["dp"]))
         fam.add_metric([dp], 1)
         cache.text(fam)
-        cache.end()
-    assert [k[1] for k in cache._prefixes] == [("1",)]
+    assert len(cache) == 2  # g's dp="1" and other's dp="0": written in no later render, kept
 
 
 # --- generated values and labels ---
@@ -255,7 +259,6 @@ def test_histogram_text_is_the_librarys(encode, unit, series):
     cache = TextCache(encode)
     for _ in range(2):
         assert cache.text(fam) == library_text(lib, encode)
-        cache.end()
 
 
 @encoders
@@ -295,7 +298,6 @@ def test_a_series_text_follows_its_counts_and_sum(encode):
         for f in (fam, lib):
             f.add_metric(["0", "decode"], [("1.0", cs[0]), ("2.0", cs[1]), ("+Inf", cs[2])], total)
         assert cache.text(fam) == library_text(lib, encode), (cs, total)
-        cache.end()
 
 
 def test_a_percent_sign_in_a_label_value_is_kept():

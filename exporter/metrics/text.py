@@ -119,17 +119,21 @@ class TextCache:
             variants): the source of every header and prefix. OpenMetrics' closing ``# EOF`` is not
             part of a family's text (the renderer ends the body with it).
 
-    A series' prefixes are one ``bytes`` template, the library's lines for that series with each
-    value cut out (``%`` doubled, ``%s`` in the value's place): about the series' text less its
-    values. A prefix set not used by a render is dropped at the next :meth:`end` (series of a
-    scheduler that went away do not accumulate).
+    A series' template is one ``bytes``, the library's lines for that series with each value cut
+    out (``%`` doubled, ``%s`` in the value's place): about the series' text less its values. Each
+    render of a family keeps the templates of that family's series it wrote and drops the rest
+    (series of a scheduler that went away do not accumulate); a family not written (the renderer
+    reused its text) keeps its templates.
     """
 
     def __init__(self, encoder: Callable[[Any], bytes]):
         self.encoder = encoder
         self._headers: dict[tuple, bytes] = {}
-        self._prefixes: dict[tuple, _Series] = {}
-        self._used: dict[tuple, _Series] = {}
+        self._series: dict[tuple, dict[tuple, _Series]] = {}  # by family (head key), then series key
+
+    def __len__(self) -> int:
+        """Series whose templates are held."""
+        return sum(map(len, self._series.values()))
 
     def text(self, fam: RawFamily) -> bytes:
         """The lines of ``fam``, header first, UTF-8: ``encoder``'s output for it (less OpenMetrics'
@@ -148,9 +152,10 @@ class TextCache:
         lines: list[bytes] = []  # single-line series, joined into one piece
         memo = _Memo()
         hist = fam.type == "histogram"
-        used, kept = self._used, self._prefixes
+        kept = self._series.get(head_key, {})
+        used: dict[tuple, _Series] = {}
         for s in fam.series:
-            key = (head_key, s[0], s[1], s[3] is None) if hist else (head_key, s[0])
+            key = (s[0], s[1], s[3] is None) if hist else s[0]
             entry = used.get(key)
             if entry is None:
                 entry = kept.get(key)
@@ -166,14 +171,10 @@ class TextCache:
                 out.append(entry.histogram(s[2], s[3], memo))
             else:
                 lines.append(entry.template + _go(s[1]) + b"\n")
+        self._series[head_key] = used
         if lines:
             out.append(b"".join(lines))
         return out
-
-    def end(self) -> None:
-        """Close one render: keep only the prefixes it used."""
-        self._prefixes = self._used
-        self._used = {}
 
     def _lines(self, fam: Metric) -> bytes:
         """``encoder``'s text of one family, less OpenMetrics' closing ``# EOF``."""
