@@ -307,3 +307,30 @@ def test_a_percent_sign_in_a_label_value_is_kept():
         for f in (fam, lib):
             f.add_metric(["50%s", "%d%%"], [("1.0", 3), ("+Inf", 4)], 5.0)
         assert TextCache(encode).text(fam) == library_text(lib, encode)
+
+
+@pytest.mark.parametrize("accept", [None, PROMETHEUS_ACCEPT], ids=["text", "openmetrics"])
+def test_forward_pass_stream_families_are_the_librarys(accept):
+    """The per-pass stream's collector (up to ~290 series per DP rank) takes the same fast path:
+    scrape after scrape with every rank's histograms changed, the body is the library's."""
+    from fpm_publisher import encode, forward_pass
+
+    from exporter.sources.fpm.collector import FpmCollector
+    from exporter.sources.fpm.decode import decode_frames
+    from exporter.sources.fpm.stats import FpmStats
+
+    stats = FpmStats(["tcp://127.0.0.1:1"], clock=lambda: 1.7e9, monotonic=lambda: 1000.0)  # fresh throughout
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FpmCollector(stats))
+    renderer = Renderer(registry)
+    encoder, _ = choose_encoder(accept)
+    seq = 0
+    for scrape in range(4):
+        for dp in range(4):
+            seq += 1
+            stats.apply(0, [decode_frames([b"", seq.to_bytes(8, "big"), encode(forward_pass(
+                dp, prefill=scrape % 3, decode=dp + scrape, wall_time=0.001 * (seq % 7), queued_prefill=seq))])])
+        body, _ = renderer.render(accept)
+        assert body == encoder(registry)
+    assert all(isinstance(f, RawFamily) for f in registry.collect())
+    assert re.search(rb'^sglang_scheduler_\w+_bucket\{dp_rank="3"', body, re.M)

@@ -8,6 +8,7 @@ names, types, labels, HELP texts and buckets, and a collector only decides what 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -51,10 +52,17 @@ class Compiled:
             reads = [(None, m.read)] if isinstance(m.read, str) else list(m.read)
             steps = [(value, tuple(path.split(".")), "*" not in path.split(".")) for value, path in reads]
             self.rows.append((m, steps, m.type == HISTOGRAM))
+        self._raw: list[tuple[str, Callable[[], Metric], Metric]] | None = None
 
-    def families(self) -> dict[str, Metric]:
-        """Fresh empty families, by row name, in table order."""
-        return {m.name: family(m) for m, _, _ in self.rows}
+    def families(self, raw: bool = False) -> dict[str, Metric]:
+        """Fresh empty families, by row name, in table order: the library's classes, or with ``raw``
+        :class:`~exporter.metrics.text.RawFamily` ones (series kept as given; the renderer writes
+        them from cached templates: for collectors of many series)."""
+        if not raw:
+            return {m.name: family(m) for m, _, _ in self.rows}
+        if self._raw is None:
+            self._raw = [(m.name, partial(family, m), family(m)) for m, _, _ in self.rows]
+        return {name: RawFamily(make, like) for name, make, like in self._raw}
 
 
 def resolve(obj: Any, parts: Sequence[str], labels: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
