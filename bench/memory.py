@@ -13,7 +13,7 @@ Prefill/Decode/retraction lines re-tagged ``DP<d> TP<d mod 8>`` for d = 0..ranks
 
 Run by ``bench/run.py``; prints one JSON object.
 
-Usage: ``python bench/memory.py LOG [RANKS ...]`` (default 8 256).
+Usage: ``python bench/memory.py LOG [RANKS ...] [--tp-tags N]`` (default 8 256, one TP tag).
 """
 
 from __future__ import annotations
@@ -61,9 +61,12 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def measure(log: str, ranks: int, per_rank: int = 40) -> dict:
-    """One rank count's figures (see the module docstring)."""
+def measure(log: str, ranks: int, per_rank: int = 40, tp_tags: int = 1) -> dict:
+    """One rank count's figures (see the module docstring); with ``tp_tags`` each line is printed
+    by that many TP ranks (``TP0`` .. ``TP<tp_tags - 1>``: replicas of one scheduler)."""
     lines = _dp_lines(log, per_rank=per_rank, ranks=ranks, stamp=time.strftime("%Y-%m-%d %H:%M:%S"))
+    if tp_tags > 1:
+        lines = [re.sub(r" TP\d+\]", f" TP{t}]", ln, count=1) for ln in lines for t in range(tp_tags)]
     with tempfile.TemporaryDirectory(prefix="sglang-exporter-mem-") as work:
         path = os.path.join(work, "sglang.log")
         open(path, "w").close()
@@ -101,7 +104,7 @@ def measure(log: str, ranks: int, per_rank: int = 40) -> dict:
             proc.terminate()
             proc.wait(10)
     per = lambda st: round((st["VmHWM"] - baseline) * 1048576 / series)  # noqa: E731
-    return {"dp_ranks": ranks, "lines": len(lines), "series": series, "text_body_bytes": len(body),
+    return {"dp_ranks": ranks, "tp_tags": tp_tags, "lines": len(lines), "series": series, "text_body_bytes": len(body),
             "openmetrics_body_bytes": len(om), "rss_mib_baseline": round(baseline, 1),
             "vmhwm_mib_after_text": round(text["VmHWM"], 1), "vmrss_mib_after_text": round(text["VmRSS"], 1),
             "vmhwm_mib_after_openmetrics": round(after_om["VmHWM"], 1),
@@ -110,8 +113,14 @@ def measure(log: str, ranks: int, per_rank: int = 40) -> dict:
 
 
 def main() -> None:
-    log, *ranks = sys.argv[1:]
-    print(json.dumps({str(r): measure(log, r) for r in map(int, ranks or (8, 256))}))
+    args = sys.argv[1:]
+    tp = 1
+    if "--tp-tags" in args:
+        i = args.index("--tp-tags")
+        tp = int(args[i + 1])
+        del args[i:i + 2]
+    log, *ranks = args
+    print(json.dumps({str(r): measure(log, r, tp_tags=tp) for r in map(int, ranks or (8, 256))}))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import re
 import subprocess
 import time
 
+import pytest
+
 from conftest import CORPUS, ROOT
 from exporter_support import fake_gpu_poller, one_shot
 from prometheus_client import generate_latest
@@ -303,5 +305,54 @@ def test_a_scrape_storm_does_not_hold_up_the_log_reader(tmp_path):
         assert stormy <= max(4 * quiet, 250), (quiet, stormy)
         exp.wait_for(lambda m: sum(v for (n, _), v in m.items() if n == "sglang_exporter_log_lines_total")
                      >= written[0], "every line read")
+    finally:
+        exp.terminate()
+
+
+def manifest_memory_limit_mib() -> float:
+    """The sidecar's memory limit in the Kubernetes manifests (``limits: memory: <N>Mi``)."""
+    text = (ROOT / "deploy" / "kubernetes" / "base" / "sidecar-patch.yaml").read_text()
+    return float(re.search(r"limits:\s*\n\s*cpu: \S+\s*\n\s*memory: (\d+)Mi", text).group(1))
+
+
+@pytest.mark.parametrize("tp_tags", [1, 16], ids=["256-schedulers", "4096-replicas"])
+def test_the_caps_fit_the_manifests_memory_limit(tmp_path, tp_tags):
+    """The real command at its caps: 256 DP ranks in the log (a 257th is refused), each printed by
+    ``tp_tags`` TP ranks (16: the 4,096-replica cap). After text scrapes, then one scrape with
+    Prometheus' ``Accept`` (OpenMetrics), the peak RSS (``VmHWM``) is under the manifests' memory
+    limit and the series are within the budget of docs/metrics.md (about 550 per scheduler)."""
+    import sys
+    import urllib.request
+
+    from exporter_support import Exporter
+
+    from exporter.limits import MAX_REPLICAS, MAX_SCHEDULERS
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from render import _dp_lines
+
+    lines = _dp_lines(str(CORPUS / "008-retraction-storm-tokens-gained-uvicorn.log"), per_rank=25,
+                      ranks=MAX_SCHEDULERS + 1, stamp=time.strftime("%Y-%m-%d %H:%M:%S"))
+    lines = [re.sub(r" TP\d+\]", f" TP{t}]", ln, count=1) for ln in lines for t in range(tp_tags)]
+    assert MAX_SCHEDULERS * tp_tags <= MAX_REPLICAS
+    path = tmp_path / "sglang.log"
+    path.write_text("\n".join(lines) + "\n")
+    exp = Exporter("--log.path", str(path), "--log.from-beginning", "--gpu.enabled", "false")
+    try:
+        exp.wait_for(lambda m: sum(v for (n, _), v in m.items() if n == "sglang_exporter_log_lines_total")
+                     >= len(lines), "every line read")
+        status, body = exp.get("/metrics")
+        series = [ln for ln in body.splitlines() if ln and not ln.startswith("#")]
+        ranks = set(re.findall(r'^sglang_scheduler_\w+\{dp_rank="(\d+)"', body, re.M))
+        assert len(ranks) == MAX_SCHEDULERS and str(MAX_SCHEDULERS) not in ranks
+        assert MAX_SCHEDULERS * 500 < len(series) <= MAX_SCHEDULERS * 550 + 500
+        req = urllib.request.Request(f"http://127.0.0.1:{exp.port}/metrics", headers={"Accept": (
+            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            assert r.headers["Content-Type"].startswith("application/openmetrics-text")
+            assert r.read().endswith(b"# EOF\n")
+        with open(f"/proc/{exp.proc.pid}/status") as f:
+            hwm = next(int(row.split()[1]) for row in f if row.startswith("VmHWM:")) / 1024
+        assert hwm < manifest_memory_limit_mib(), hwm
     finally:
         exp.terminate()
