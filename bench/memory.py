@@ -2,7 +2,8 @@
 container's memory limit meets) after text scrapes and after an OpenMetrics scrape, and the bytes
 each series costs.
 
-For each rank count the real command (``python -m exporter``, GPU metrics off) follows an empty
+For each rank count the real command (``python -m exporter``, GPU metrics off, ``MALLOC_ARENA_MAX``
+as the container image sets it) follows an empty
 file; once it is healthy its ``VmRSS`` is the baseline (imported code, threads). Then the bench log's
 Prefill/Decode/retraction lines re-tagged ``DP<d> TP<d mod 8>`` for d = 0..ranks-1
 (``bench/render.py``'s ``_dp_lines``, stamped now so no scheduler is idle) are appended at once, and
@@ -35,6 +36,8 @@ from render import _dp_lines  # noqa: E402 - the render bench's re-tagging
 #: What Prometheus 2.x/3.x sends first (scrape_protocols default): OpenMetrics, then the text format.
 PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
                      "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+#: glibc malloc arenas, as the container image sets them (Dockerfile; ``MALLOC_ARENA_MAX`` here wins).
+ARENAS = os.environ.get("MALLOC_ARENA_MAX", "1")
 _LINES = re.compile(r"^sglang_exporter_log_lines_total\{[^}]*\} (\S+)$", re.M)
 
 
@@ -72,7 +75,7 @@ def measure(log: str, ranks: int, per_rank: int = 40, tp_tags: int = 1) -> dict:
         open(path, "w").close()
         port = _port()
         base = f"http://127.0.0.1:{port}"
-        env = dict(os.environ, SGLANG_EXPORTER_GPU__ENABLED="false")
+        env = dict(os.environ, SGLANG_EXPORTER_GPU__ENABLED="false", MALLOC_ARENA_MAX=ARENAS)
         proc = subprocess.Popen([sys.executable, "-m", "exporter", "--log.path", path,
                                  "--web.listen-address", f"127.0.0.1:{port}"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -104,7 +107,7 @@ def measure(log: str, ranks: int, per_rank: int = 40, tp_tags: int = 1) -> dict:
             proc.terminate()
             proc.wait(10)
     per = lambda st: round((st["VmHWM"] - baseline) * 1048576 / series)  # noqa: E731
-    return {"dp_ranks": ranks, "tp_tags": tp_tags, "lines": len(lines), "series": series, "text_body_bytes": len(body),
+    return {"dp_ranks": ranks, "tp_tags": tp_tags, "malloc_arena_max": ARENAS, "lines": len(lines), "series": series, "text_body_bytes": len(body),
             "openmetrics_body_bytes": len(om), "rss_mib_baseline": round(baseline, 1),
             "vmhwm_mib_after_text": round(text["VmHWM"], 1), "vmrss_mib_after_text": round(text["VmRSS"], 1),
             "vmhwm_mib_after_openmetrics": round(after_om["VmHWM"], 1),

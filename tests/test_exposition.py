@@ -309,6 +309,18 @@ def test_a_scrape_storm_does_not_hold_up_the_log_reader(tmp_path):
         exp.terminate()
 
 
+def image_environment() -> dict[str, str]:
+    """This environment plus the variables the container image sets (the Dockerfile's ``ENV``)."""
+    text = (ROOT / "Dockerfile").read_text()
+    text = text[text.rindex("\nFROM "):]  # the final stage
+    env = dict(os.environ)
+    for block in re.findall(r"^ENV ((?:.*\\\n)*.*)$", text, re.M):
+        for name, value in re.findall(r"(\w+)=(\S+)", block):
+            if name != "PATH":
+                env[name] = value
+    return env
+
+
 def manifest_memory_limit_mib() -> float:
     """The sidecar's memory limit in the Kubernetes manifests (``limits: memory: <N>Mi``)."""
     text = (ROOT / "deploy" / "kubernetes" / "base" / "sidecar-patch.yaml").read_text()
@@ -337,7 +349,8 @@ def test_the_caps_fit_the_manifests_memory_limit(tmp_path, tp_tags):
     assert MAX_SCHEDULERS * tp_tags <= MAX_REPLICAS
     path = tmp_path / "sglang.log"
     path.write_text("\n".join(lines) + "\n")
-    exp = Exporter("--log.path", str(path), "--log.from-beginning", "--gpu.enabled", "false")
+    exp = Exporter("--log.path", str(path), "--log.from-beginning", "--gpu.enabled", "false",
+                   env=image_environment())
     try:
         exp.wait_for(lambda m: sum(v for (n, _), v in m.items() if n == "sglang_exporter_log_lines_total")
                      >= len(lines), "every line read")
