@@ -327,12 +327,14 @@ def manifest_memory_limit_mib() -> float:
     return float(re.search(r"limits:\s*\n\s*cpu: \S+\s*\n\s*memory: (\d+)Mi", text).group(1))
 
 
-@pytest.mark.parametrize("tp_tags", [1, 16], ids=["256-schedulers", "4096-replicas"])
-def test_the_caps_fit_the_manifests_memory_limit(tmp_path, tp_tags):
-    """The real command at its caps: 256 DP ranks in the log (a 257th is refused), each printed by
-    ``tp_tags`` TP ranks (16: the 4,096-replica cap). After text scrapes, then one scrape with
+@pytest.mark.parametrize("tp_tags,stream", [(1, False), (16, False), (16, True)],
+                         ids=["256-schedulers", "4096-replicas", "4096-replicas-and-stream"])
+def test_the_caps_fit_the_manifests_memory_limit(tmp_path, tp_tags, stream):
+    """The real command at its caps, with the container image's environment: 256 DP ranks in the
+    log (a 257th is refused), each printed by ``tp_tags`` TP ranks (16: the 4,096-replica cap), and
+    with ``stream`` the per-pass stream of 256 DP ranks too. After text scrapes, then one scrape with
     Prometheus' ``Accept`` (OpenMetrics), the peak RSS (``VmHWM``) is under the manifests' memory
-    limit and the series are within the budget of docs/metrics.md (about 550 per scheduler)."""
+    limit and the log's series are within the budget of docs/metrics.md (about 550 per scheduler)."""
     import sys
     import urllib.request
 
@@ -349,16 +351,34 @@ def test_the_caps_fit_the_manifests_memory_limit(tmp_path, tp_tags):
     assert MAX_SCHEDULERS * tp_tags <= MAX_REPLICAS
     path = tmp_path / "sglang.log"
     path.write_text("\n".join(lines) + "\n")
-    exp = Exporter("--log.path", str(path), "--log.from-beginning", "--gpu.enabled", "false",
-                   env=image_environment())
+    args = ["--log.path", str(path), "--log.from-beginning", "--gpu.enabled", "false"]
+    pub = None
+    if stream:
+        from fpm_publisher import Publisher, forward_pass
+
+        pub = Publisher(f"ipc://{tmp_path}/fpm.0")
+        args += ["--fpm.endpoints", pub.endpoint]
+    exp = Exporter(*args, env=image_environment())
     try:
-        exp.wait_for(lambda m: sum(v for (n, _), v in m.items() if n == "sglang_exporter_log_lines_total")
-                     >= len(lines), "every line read")
-        status, body = exp.get("/metrics")
-        series = [ln for ln in body.splitlines() if ln and not ln.startswith("#")]
+        def ready() -> str | None:
+            """The body once every line is read (and with the stream, every rank's passes seen)."""
+            if pub is not None:  # a SUB socket joins late: publish again until every rank is seen
+                for dp in range(MAX_SCHEDULERS + 1):
+                    pub.publish(forward_pass(dp, prefill=dp % 3, decode=dp % 50 + 1, wall_time=0.001 * (dp % 30 + 1)))
+            status, body = exp.get("/metrics")
+            read = sum(map(float, re.findall(r"^sglang_exporter_log_lines_total\{.*\} (\S+)$", body, re.M)))
+            passes = set(re.findall(r'^sglang_scheduler_forward_passes_total\{dp_rank="(\d+)"', body, re.M))
+            return body if read >= len(lines) and (pub is None or len(passes) == MAX_SCHEDULERS) else None
+
+        deadline = time.monotonic() + 120
+        while (body := ready()) is None:
+            assert time.monotonic() < deadline, "lines or passes not all read"
+            time.sleep(0.2)
+        log_series = [ln for ln in body.splitlines() if ln and not ln.startswith("#")
+                      and not ln.startswith(("sglang_scheduler_forward_pass", "sglang_exporter_fpm"))]
         ranks = set(re.findall(r'^sglang_scheduler_\w+\{dp_rank="(\d+)"', body, re.M))
         assert len(ranks) == MAX_SCHEDULERS and str(MAX_SCHEDULERS) not in ranks
-        assert MAX_SCHEDULERS * 500 < len(series) <= MAX_SCHEDULERS * 550 + 500
+        assert MAX_SCHEDULERS * 500 < len(log_series) <= MAX_SCHEDULERS * 550 + 500
         req = urllib.request.Request(f"http://127.0.0.1:{exp.port}/metrics", headers={"Accept": (
             "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")})
         with urllib.request.urlopen(req, timeout=60) as r:
@@ -369,3 +389,5 @@ def test_the_caps_fit_the_manifests_memory_limit(tmp_path, tp_tags):
         assert hwm < manifest_memory_limit_mib(), hwm
     finally:
         exp.terminate()
+        if pub is not None:
+            pub.close()
