@@ -123,6 +123,8 @@ class Renderer:
         texts = {}
         parts: list[bytes] = []
         previous, self._texts = self._texts, {}  # popped as the render goes: old texts freed early
+        if previous and next(iter(previous))[0] != content_type:
+            previous = {}  # another format's texts: none is of use, let them go before this render
         fast = None
         if self.fast_text:
             if self._fast is None or self._fast[0] != content_type:  # one format's prefixes at a time
