@@ -48,7 +48,8 @@ def stable(text: str) -> str:
 
 def whole_exposition(monkeypatch) -> str:
     monkeypatch.chdir(ROOT)
-    store = SchedulerStore(SchedulerStates())
+    # as the command builds it without --sglang.decode-log-interval: the interval is the default
+    store = SchedulerStore(SchedulerStates(decode_log_interval_source="default"))
     log = LogSource([SAMPLE], store, from_beginning=True)
     log.read_all()
     poller, _ = fake_gpu_poller()
@@ -310,13 +311,14 @@ def test_a_scrape_storm_does_not_hold_up_the_log_reader(tmp_path):
 
 
 def image_environment() -> dict[str, str]:
-    """This environment plus the variables the container image sets (the Dockerfile's ``ENV``)."""
+    """This environment plus the variables the container image sets (the Dockerfile's ``ENV``), but
+    its settings (the test gives its own) and ``PATH``."""
     text = (ROOT / "Dockerfile").read_text()
     text = text[text.rindex("\nFROM "):]  # the final stage
     env = dict(os.environ)
     for block in re.findall(r"^ENV ((?:.*\\\n)*.*)$", text, re.M):
         for name, value in re.findall(r"(\w+)=(\S+)", block):
-            if name != "PATH":
+            if name != "PATH" and not name.startswith("SGLANG_EXPORTER_"):
                 env[name] = value
     return env
 
