@@ -6,7 +6,14 @@ date-time of each line's prefix is rewritten to a clock that advances steadily (
 second of log time), as in a live server's log; everything else is verbatim. Kinds are assigned by
 the exporter's own parser, which is the one thing the bench takes from the package.
 
-Usage: ``python bench/genlog.py OUT [LINES] [CORPUS_DIR]``
+:func:`build_real` writes the other two bench logs from one real server's recorded output
+(``tests/corpus/060-real-0.5.23-*``, from the test bed): ``real-output``, its start-up lines once at
+the top and its steady state (first to last stats line of the first run) repeated, and
+``restarts``, the same with the start-up block again every 100,000 lines, as a server restarted
+by its supervisor prints it. Timestamps are re-clocked as above.
+
+Usage: ``python bench/genlog.py OUT [LINES] [CORPUS_DIR]``, or
+``python bench/genlog.py --real {real-output,restarts} OUT [LINES] [REAL_LOG]``
 """
 
 from __future__ import annotations
@@ -93,7 +100,71 @@ def build(out: str, n_lines: int, corpus_dir: str = DEFAULT_CORPUS, seed: int = 
             "distinct_templates": {k: len(v) for k, v in groups.items()}}
 
 
+#: The recorded real server's log (``tests/corpus``): start-up, a steady run, a restart appended.
+DEFAULT_REAL = os.path.join(DEFAULT_CORPUS, "060-real-0.5.23-steady-restart-default-interval.log")
+#: Lines between two start-up blocks in the ``restarts`` log.
+RESTART_EVERY = 100_000
+
+
+def real_parts(path: str = DEFAULT_REAL) -> tuple[list[str], list[str]]:
+    """``(start-up lines, steady lines)`` of a recorded log: the lines before its first stats line
+    (its ``#`` header left out), and those from the first stats line to the last one before the
+    next ``server_args`` (a restart's). Stats lines are the exporter parser's Prefill/Decode/
+    retraction events."""
+    from exporter.events import KIND_OF
+    from exporter.sources.log.parser import Malformed, parse_line
+
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        lines = [ln.rstrip("\r") for ln in f.read().split("\n")]
+    lines = [ln for i, ln in enumerate(lines) if ln and not (i < 3 and ln.startswith("# "))]
+    stats = []
+    for i, line in enumerate(lines):
+        ev = parse_line(line)
+        if ev is not None and type(ev) is not Malformed and KIND_OF[type(ev)] in ("decode", "prefill", "retraction"):
+            stats.append(i)
+    if not stats:
+        raise SystemExit(f"no stats lines in {path}")
+    restart = next((i for i in range(stats[0], len(lines)) if "server_args=" in lines[i]), len(lines))
+    last = max(i for i in stats if i < restart)
+    return lines[:stats[0]], lines[stats[0]:last + 1]
+
+
+def build_real(out: str, n_lines: int, kind: str = "real-output", path: str = DEFAULT_REAL) -> dict:
+    """Write ``n_lines`` lines of a ``real-output`` or ``restarts`` log (module docstring) to
+    ``out``; returns the line count, byte size and start-up blocks written."""
+    startup, steady = real_parts(path)
+    every = RESTART_EVERY if kind == "restarts" else None
+    if kind not in ("real-output", "restarts"):
+        raise ValueError(f"unknown real log kind {kind!r}")
+    t0 = _dt.datetime(2026, 9, 13, 16, 0, 0)
+    blocks = 0
+    with open(out, "w", encoding="utf-8", newline="\n") as f:
+        buf: list[str] = []
+        i = j = 0
+        while i < n_lines:
+            if i == 0 or (every and i % every == 0):
+                block, blocks = startup[:n_lines - i], blocks + 1
+            else:
+                block = [steady[j % len(steady)]]
+                j += 1
+            stamp = (t0 + _dt.timedelta(seconds=i // LINES_PER_LOG_SECOND)).strftime("%Y-%m-%d %H:%M:%S")
+            buf.extend(_DATETIME.sub(stamp, ln, count=1) for ln in block)
+            i += len(block)
+            if len(buf) >= 10000:
+                f.write("\n".join(buf) + "\n")
+                buf.clear()
+        if buf:
+            f.write("\n".join(buf) + "\n")
+    return {"lines": n_lines, "bytes": os.path.getsize(out), "kind": kind, "source": os.path.basename(path),
+            "startup_lines": len(startup), "steady_lines": len(steady), "startup_blocks": blocks}
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--real":
+        kind, out = sys.argv[2], sys.argv[3]
+        n = int(sys.argv[4]) if len(sys.argv) > 4 else 2_000_000
+        print(build_real(out, n, kind, sys.argv[5] if len(sys.argv) > 5 else DEFAULT_REAL))
+        sys.exit(0)
     out = sys.argv[1]
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 2_000_000
     corpus = sys.argv[3] if len(sys.argv) > 3 else DEFAULT_CORPUS

@@ -1,18 +1,21 @@
-"""Time the ``/metrics`` render with 8 DP ranks and 8 GPUs: prometheus_client's ``generate_latest``
-of the command's registry, and the command's renderer (``exporter/exposition.py``) with nothing
-changed between scrapes and with every DP rank changed; the last both with the text fast path
-(``exporter/metrics/text.py``) and then without it (``Renderer(fast_text=False)``: the renderer before
-it), in the same run; then with the text fast path again after ``gc.collect()`` and ``gc.freeze()``,
-as the served command does once start-up is done (``changed_gc_frozen_*``).
+"""Time the ``/metrics`` render at 8 and 64 DP ranks with 8 GPUs, in the text format and in
+OpenMetrics (what Prometheus negotiates first), side by side: prometheus_client's encoder of that
+format over the command's registry (``generate_latest`` of ``prometheus_client`` and of
+``prometheus_client.openmetrics.exposition``), and the command's renderer (``exporter/exposition.py``)
+with nothing changed between scrapes and with every DP rank changed (one more stats line per rank
+before each scrape). The renderer is timed after ``gc.collect()`` and ``gc.freeze()``, as the served
+command runs once start-up is done; the body is compared with the library's after the changes.
 
-Run by ``bench/run.py`` with the project's interpreter; prints one JSON object. The scheduler state is
-filled by feeding the bench log's Prefill/Decode/retraction lines re-tagged ``DP<d> TP<d>`` for
-d = 0..7 through the real ingest step; the GPUs come from the fake NVML backend of ``tests/gpu_fake.py``
-(8 H100s) through the real ``GpuPoller``/``GpuCollector``. Where that backend is not importable the
-render is timed with the 8 DP ranks only and ``gpus`` says 0.
+Run by ``bench/run.py`` with the project's interpreter; prints one JSON object keyed by DP ranks, then
+format (``text``, ``openmetrics``). The scheduler state is filled by feeding the bench log's
+Prefill/Decode/retraction lines re-tagged ``DP<d> TP<d mod 8>`` for each rank through the real ingest
+step; the GPUs come from the fake NVML backend of ``tests/gpu_fake.py`` (8 H100s) through the real
+``GpuPoller``/``GpuCollector``. Where that backend is not importable the render is timed with the DP
+ranks only and ``gpus`` says 0. The library's encoder runs fewer times at 64 ranks (it takes
+hundreds of ms there); ``iterations`` gives each count.
 
-Usage: ``python bench/render.py LOG [ITERATIONS] [--json PATH]`` (``--json`` also writes the result
-there, with the machine).
+Usage: ``python bench/render.py LOG [ITERATIONS] [--ranks 8,64] [--json PATH]`` (``--json`` also
+writes the result there, with the machine).
 """
 
 from __future__ import annotations
@@ -31,21 +34,24 @@ _ROOT = os.path.dirname(_HERE)
 _PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^\]]*\] ")
 
 
-def _dp_lines(log: str, per_rank: int = 5000) -> list[str]:
-    """Stats lines of the bench log, re-tagged for DP ranks 0..7 (``per_rank`` lines each)."""
+def _dp_lines(log: str, per_rank: int = 5000, ranks: int = 8, stamp: str | None = None) -> list[str]:
+    """Stats lines of the bench log, re-tagged for DP ranks ``0..ranks-1`` (``per_rank`` lines each,
+    interleaved: line i of every rank, then line i + 1); the prefix's date-time is the log's last
+    one, or ``stamp`` (``YYYY-MM-DD HH:MM:SS``)."""
     base: list[str] = []
     with open(log, encoding="utf-8", errors="replace") as f:
         for line in f:
             m = _PREFIX.match(line)
             if m and ("Decode batch" in line or "Prefill batch" in line or "Retract" in line):
                 base.append(line[m.end():].rstrip("\n"))
-                stamp = m.group(1)
+                last = m.group(1)
                 if len(base) >= per_rank:
                     break
+    stamp = stamp or last
     out = []
-    for i, body in enumerate(base):
-        for d in range(8):
-            out.append(f"[{stamp} DP{d} TP{d}] {body}")
+    for body in base:
+        for d in range(ranks):
+            out.append(f"[{stamp} DP{d} TP{d % 8}] {body}")
     return out
 
 
@@ -70,17 +76,14 @@ def _p(times: list[float], q: float) -> float:
     return 1e3 * times[min(len(times) - 1, int(q * len(times)))]
 
 
-def main() -> None:
-    args = sys.argv[1:]
-    out = None
-    if "--json" in args:
-        i = args.index("--json")
-        out = args[i + 1]
-        del args[i:i + 2]
-    load_start = os.getloadavg()[0]
-    log = args[0]
-    iterations = int(args[1]) if len(args) > 1 else 300
-    from prometheus_client import generate_latest  # noqa: PLC0415
+#: Accept headers: the text format (no header, as curl) and Prometheus' first choice.
+FORMATS = {"text": None, "openmetrics": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"}
+_VOLATILE = re.compile(rb"^(sglang_exporter_collector_duration_seconds|sglang_gpu_snapshot_age_seconds).*\n", re.M)
+
+
+def measure(log: str, ranks: int, iterations: int, gpu_collector) -> dict:
+    """One rank count's render figures, both formats (see the module docstring)."""
+    from prometheus_client.exposition import choose_encoder  # noqa: PLC0415
 
     from exporter.cli import build_registry  # noqa: PLC0415
     from exporter.exposition import Renderer  # noqa: PLC0415
@@ -90,92 +93,89 @@ def main() -> None:
 
     store = SchedulerStore(SchedulerStates())
     log_source = LogSource([], store)
-    lines = _dp_lines(log)
-    for i in range(0, len(lines), 4096):
-        log_source.ingest.feed(lines[i:i + 4096])
+    lines = _dp_lines(log, per_rank=max(50, 40_000 // ranks), ranks=ranks)
+    half = len(lines) // 2 // ranks * ranks
+    for i in range(0, half, 4096):
+        log_source.ingest.feed(lines[i:min(i + 4096, half)])
+    rest = lines[half:]
+    kw = {"gpu": gpu_collector} if gpu_collector is not None else {}
+    registry = build_registry(store, log_source, 3600.0, **kw)
+    lib_runs = max(5, iterations // (ranks // 8) ** 2)
+    out: dict = {"dp_ranks": len(store.states.schedulers)}
+    at = 0
+    for name, accept in FORMATS.items():
+        encoder, content_type = choose_encoder(accept or "")
+        body = encoder(registry)
+        library = []
+        for _ in range(lib_runs):
+            t = time.perf_counter()
+            encoder(registry)
+            library.append(time.perf_counter() - t)
+        renderer = Renderer(registry)
+        renderer.render(accept)
+        gc.collect()
+        gc.freeze()
+        unchanged, changed = [], []
+        for _ in range(iterations):
+            t = time.perf_counter()
+            renderer.render(accept)
+            unchanged.append(time.perf_counter() - t)
+        for _ in range(iterations):
+            log_source.ingest.feed(rest[at:at + ranks])
+            at = (at + ranks) % max(ranks, len(rest) - ranks)
+            t = time.perf_counter()
+            renderer.render(accept)
+            changed.append(time.perf_counter() - t)
+        gc.unfreeze()
+        busy = renderer.render(accept)[0]
+        text = body.decode()
+        out[name] = {
+            "content_type": content_type,
+            "series": sum(1 for ln in text.splitlines() if ln and not ln.startswith("#")),
+            "bytes": len(body),
+            "iterations": {"library": lib_runs, "renderer": iterations},
+            "library_p50_ms": _p(library, 0.5),
+            "library_p99_ms": _p(library, 0.99),
+            "unchanged_p50_ms": _p(unchanged, 0.5),
+            "unchanged_p99_ms": _p(unchanged, 0.99),
+            "changed_p50_ms": _p(changed, 0.5),
+            "changed_p99_ms": _p(changed, 0.99),
+            "library_over_changed_p50": round(_p(library, 0.5) / _p(changed, 0.5), 1),
+            "renderer_equals_library_after_changes": _VOLATILE.sub(b"", busy) == _VOLATILE.sub(b"", encoder(registry)),
+        }
+        gpus = len(set(re.findall(r'sglang_gpu_\w+\{[^}]*uuid="([^"]+)"', text)))
+    out["gpus"] = gpus
+    return out
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    out = None
+    ranks = [8, 64]
+    if "--json" in args:
+        i = args.index("--json")
+        out = args[i + 1]
+        del args[i:i + 2]
+    if "--ranks" in args:
+        i = args.index("--ranks")
+        ranks = [int(r) for r in args[i + 1].split(",")]
+        del args[i:i + 2]
+    load_start = os.getloadavg()[0]
+    log = args[0]
+    iterations = int(args[1]) if len(args) > 1 else 300
+    import exporter.cli  # noqa: PLC0415
+
     gpu, poller, how = _gpu_collector()
-    kw = {}
-    if gpu is not None and "gpu" in inspect.signature(build_registry).parameters:
-        kw["gpu"] = gpu
-    elif gpu is not None:
+    if gpu is not None and "gpu" not in inspect.signature(exporter.cli.build_registry).parameters:
         how = "build_registry() takes no gpu collector; rendered without GPUs"
         gpu = None
-    registry = build_registry(store, log_source, 3600.0, **kw)
-    body = generate_latest(registry)
-    # 1. prometheus_client's generate_latest over the whole registry, as before the render cache
-    library = []
-    for _ in range(iterations):
-        t = time.perf_counter()
-        generate_latest(registry)
-        library.append(time.perf_counter() - t)
-    collect = []  # the collectors alone (state snapshot -> metric families), without text encoding
-    for _ in range(iterations):
-        t = time.perf_counter()
-        for _family in registry.collect():
-            pass
-        collect.append(time.perf_counter() - t)
-    # 2. the /metrics renderer, nothing changed between scrapes (an idle server, concurrent scrapes)
-    renderer = Renderer(registry)
-    same_body, _ = renderer.render()
-    unchanged = []
-    for _ in range(iterations):
-        t = time.perf_counter()
-        renderer.render()
-        unchanged.append(time.perf_counter() - t)
-    # 3. the /metrics renderer, every DP rank printed one more line between scrapes (a busy server),
-    #    with the text fast path, then without it (the renderer before it) on the next lines
-    before = Renderer(registry, fast_text=False)
-    changed, changed_before = [], []
-    for r, times in ((renderer, changed), (before, changed_before)):
-        r.render()
-        for i in range(iterations):
-            at = (8 * (i + iterations * (r is before))) % len(lines)
-            log_source.ingest.feed(lines[at:at + 8])
-            t = time.perf_counter()
-            r.render()
-            times.append(time.perf_counter() - t)
-    # 4. as 3 with the fast path, after gc.collect() and gc.freeze() as the served command does once
-    #    start-up is done (cli._serve): the garbage collector's full collections skip what lived then
-    gc.collect()
-    gc.freeze()
-    frozen: list[float] = []
-    renderer.render()
-    for i in range(iterations):
-        at = (8 * (i + 2 * iterations)) % len(lines)
-        log_source.ingest.feed(lines[at:at + 8])
-        t = time.perf_counter()
-        renderer.render()
-        frozen.append(time.perf_counter() - t)
-    gc.unfreeze()
-    busy_body, busy_library = renderer.render()[0], generate_latest(registry)
-    if poller is not None:
-        poller.stop(timeout=2)
-    text = body.decode()
-    gpus = len({m for m in re.findall(r'sglang_gpu_\w+\{[^}]*uuid="([^"]+)"', text)})
-    volatile = re.compile(rb"^(sglang_exporter_collector_duration_seconds|sglang_gpu_snapshot_age_seconds).*\n", re.M)
-    result = {
-        "dp_ranks": len(store.states.schedulers),
-        "gpus": gpus,
-        "gpu_backend": how,
-        "series": sum(1 for ln in text.splitlines() if ln and not ln.startswith("#")),
-        "bytes": len(body),
-        "iterations": iterations,
-        "library_p50_ms": _p(library, 0.5),
-        "library_p99_ms": _p(library, 0.99),
-        "collect_p50_ms": _p(collect, 0.5),
-        "unchanged_p50_ms": _p(unchanged, 0.5),
-        "unchanged_p99_ms": _p(unchanged, 0.99),
-        "changed_p50_ms": _p(changed, 0.5),
-        "changed_p99_ms": _p(changed, 0.99),
-        "changed_without_fast_text_p50_ms": _p(changed_before, 0.5),
-        "changed_without_fast_text_p99_ms": _p(changed_before, 0.99),
-        "changed_gc_frozen_p50_ms": _p(frozen, 0.5),
-        "changed_gc_frozen_p99_ms": _p(frozen, 0.99),
-        "p50_ms": _p(unchanged, 0.5),
-        "p99_ms": _p(unchanged, 0.99),
-        "renderer_equals_library": volatile.sub(b"", same_body) == volatile.sub(b"", body),
-        "renderer_equals_library_after_changes": volatile.sub(b"", busy_body) == volatile.sub(b"", busy_library),
-    }
+    result = {"gpu_backend": how}
+    try:
+        for r in ranks:
+            result[str(r)] = measure(log, r, iterations, gpu)
+    finally:
+        if poller is not None:
+            poller.stop(timeout=2)
     print(json.dumps(result))
     if out:
         machine = {"python": platform.python_version(), "cpus": os.cpu_count(),

@@ -11,13 +11,18 @@ needs:
   the schedulers' idle freshness are unchanged); a family equal to the previous render's of its name
   (samples compared, values bit for bit) is as good. Their text is taken from the previous render
   instead of being encoded again (about 5 µs per series; comparing costs a small fraction of that).
-* **Changed scheduler families are written from cached prefixes.** On a busy server every DP rank's
+* **Changed scheduler families are written from cached templates,** in the text format and in
+  OpenMetrics alike (Prometheus negotiates OpenMetrics). On a busy server every DP rank's
   histograms change between scrapes, so the above does not help there. The scheduler collector's
   families are :class:`~exporter.metrics.text.RawFamily` (series kept raw, the library's samples built
-  only when read); in the text format their lines are ``prefix + floatToGoString(value)`` with the
-  prefixes cut once from the library's own output and kept across renders
-  (:class:`~exporter.metrics.text.TextCache`), so the bytes are the library's
-  (``tests/test_text.py``). OpenMetrics and ``name[]`` use the library's encoders over the samples.
+  only when read); their lines are the library's own output for each series with the values cut
+  out, derived once and kept across renders, filled with ``floatToGoString`` of the values
+  (:class:`~exporter.metrics.text.TextCache`, one format's at a time), so the bytes are the library's
+  (``tests/test_text.py``). ``name[]`` uses the library's encoder over the samples.
+* **What a render holds is bounded by one body.** A family's text is kept as the pieces its body was
+  joined from (no second copy of the body), the previous render's pieces are let go family by
+  family as the render goes, and the body itself is kept only while other scrapes wait for it
+  (docs/performance.md, memory).
 * **Renders are bounded.** One render runs at a time; a scrape that arrives while another renders
   waits, then takes the body of the next render if that one started after it arrived (so it is
   never older than the scrape), and renders itself otherwise. A storm of concurrent scrapes costs a
@@ -30,7 +35,8 @@ from __future__ import annotations
 import threading
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from operator import attrgetter
 
 from prometheus_client.core import Metric
@@ -50,9 +56,9 @@ class Renderer:
     Args:
         registry: What to render (its ``collect()`` and ``restricted_registry()``).
         clock: Monotonic clock in seconds (a scrape's arrival and a render's start).
-        fast_text: Write :class:`~exporter.metrics.text.RawFamily` families of the text format from
-            cached line prefixes (:class:`~exporter.metrics.text.TextCache`); ``False`` hands them to
-            the library's encoder like every other family (``bench/render.py``'s "before").
+        fast_text: Write :class:`~exporter.metrics.text.RawFamily` families from cached line templates
+            (:class:`~exporter.metrics.text.TextCache`, text format and OpenMetrics); ``False`` hands
+            them to the library's encoder like every other family.
 
     Attributes:
         renders: Renders done (tests count them).
@@ -64,9 +70,11 @@ class Renderer:
         self.fast_text = fast_text
         self.renders = 0
         self._lock = threading.Lock()
-        self._texts: dict[tuple[str, str], tuple[Metric, bytes, bytes]] = {}  # by (content type, name)
+        self._waiting = 0  # scrapes inside render(), the one rendering included
+        self._count_lock = threading.Lock()
+        self._texts: dict[tuple[str, str], tuple[Metric, list[bytes], bytes]] = {}  # by (content type, name)
         self._latest: dict[str, tuple[float, bytes]] = {}
-        self._fast: dict[str, TextCache] = {}  # by text-format content type
+        self._fast: tuple[str, TextCache] | None = None  # the last content type's
 
     def render(self, accept: str | None = None, names: list[str] | None = None,
                arrived: float | None = None) -> tuple[bytes, str]:
@@ -83,49 +91,62 @@ class Renderer:
         if arrived is None:
             arrived = self.clock()
         encoder, content_type = choose_encoder(accept or "")
-        with self._lock:
-            if names:
-                return encoder(self.registry.restricted_registry(names)), content_type
-            latest = self._latest.get(content_type)
-            if latest is not None and latest[0] >= arrived:
-                return latest[1], content_type
-            started = self.clock()
-            body = self._encode(encoder, content_type)
-            self._latest = {content_type: (started, body)}
-            self.renders += 1
-            return body, content_type
+        with self._count():
+            with self._lock:
+                if names:
+                    return encoder(self.registry.restricted_registry(names)), content_type
+                latest = self._latest.get(content_type)
+                if latest is not None and latest[0] >= arrived:
+                    return latest[1], content_type
+                started = self.clock()
+                body = self._encode(encoder, content_type)
+                # Kept only for scrapes already waiting: held longer, it would double the memory
+                # the families' texts take (docs/performance.md, memory).
+                self._latest = {content_type: (started, body)} if self._waiting > 1 else {}
+                self.renders += 1
+                return body, content_type
+
+    @contextmanager
+    def _count(self) -> Iterator[None]:
+        """Counts a scrape in :attr:`_waiting` while it is inside :meth:`render`."""
+        with self._count_lock:
+            self._waiting += 1
+        try:
+            yield
+        finally:
+            with self._count_lock:
+                self._waiting -= 1
 
     def _encode(self, encoder: Callable[[Collector], bytes], content_type: str) -> bytes:
         """The registry's families encoded one by one, reusing the text of families seen before: the
         same object, or a family equal to the one the text was encoded from (:func:`_same`)."""
         texts = {}
-        parts = []
-        previous = self._texts
+        parts: list[bytes] = []
+        previous, self._texts = self._texts, {}  # popped as the render goes: old texts freed early
+        if previous and next(iter(previous))[0] != content_type:
+            previous = {}  # another format's texts: none is of use, let them go before this render
         fast = None
-        if self.fast_text and content_type.startswith("text/plain"):
-            fast = self._fast.get(content_type)
-            if fast is None:
-                fast = self._fast[content_type] = TextCache(encoder)
+        if self.fast_text:
+            if self._fast is None or self._fast[0] != content_type:  # one format's prefixes at a time
+                self._fast = (content_type, TextCache(encoder))
+            fast = self._fast[1]
         for family in self.registry.collect():
             key = (content_type, family.name)
-            held = previous.get(key)
+            held = previous.pop(key, None)
             if held is not None and held[0] is family:
                 text, bits = held[1], held[2]
             elif fast is not None and isinstance(family, RawFamily):
-                text, bits = fast.text(family), b""
+                text, bits = fast.parts(family), b""
             else:
                 bits = _value_bits(family)
                 if held is not None and _same(held[0], held[2], family, bits):
                     text = held[1]
                 else:
-                    text = encoder(_One(family))
-                    if text.endswith(_EOF):
-                        text = text[:-len(_EOF)]
+                    one = encoder(_One(family))
+                    text = [one[:-len(_EOF)] if one.endswith(_EOF) else one]
             texts[key] = (family, text, bits)
-            parts.append(text)
+            parts.extend(text)
         self._texts = texts
-        if fast is not None:
-            fast.end()
         if content_type.startswith("application/openmetrics-text"):
             parts.append(_EOF)
         return b"".join(parts)

@@ -71,7 +71,8 @@ QUEUE_SAMPLE_MAX_GAP_SECONDS = 60.0
 #: at most about 550 series (the budget of docs/metrics.md); real DP sizes are far below this.
 MAX_SCHEDULERS = 256
 #: Most replicas (distinct PP/ATTN_CP/MOE_DP/TP/EP tag sets) tracked over all schedulers together
-#: (each holds its own counters and histograms, about 2 KB).
+#: (each holds its own counters and histograms, about 4 KB, and as much again in a scrape's snapshot:
+#: docs/kubernetes.md, resources).
 MAX_REPLICAS = 4096
 
 #: Largest settings file read (a TOML file of settings is a few hundred bytes).

@@ -31,10 +31,10 @@ def command() -> list[str]:
 class Exporter:
     """A running ``sglang-exporter`` subprocess on a free loopback port."""
 
-    def __init__(self, *args: str):
+    def __init__(self, *args: str, env: dict[str, str] | None = None):
         self.proc = subprocess.Popen(
             [*command(), "--web.listen-address", "127.0.0.1:0", "--log.poll-interval", "0.2", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.stderr_lines: list[str] = []
         self.port: int | None = None
         found = threading.Event()

@@ -16,6 +16,8 @@ import re
 import subprocess
 import time
 
+import pytest
+
 from conftest import CORPUS, ROOT
 from exporter_support import fake_gpu_poller, one_shot
 from prometheus_client import generate_latest
@@ -306,3 +308,89 @@ def test_a_scrape_storm_does_not_hold_up_the_log_reader(tmp_path):
                      >= written[0], "every line read")
     finally:
         exp.terminate()
+
+
+def image_environment() -> dict[str, str]:
+    """This environment plus the variables the container image sets (the Dockerfile's ``ENV``), but
+    its settings (the test gives its own) and ``PATH``."""
+    text = (ROOT / "Dockerfile").read_text()
+    text = text[text.rindex("\nFROM "):]  # the final stage
+    env = dict(os.environ)
+    for block in re.findall(r"^ENV ((?:.*\\\n)*.*)$", text, re.M):
+        for name, value in re.findall(r"(\w+)=(\S+)", block):
+            if name != "PATH" and not name.startswith("SGLANG_EXPORTER_"):
+                env[name] = value
+    return env
+
+
+def manifest_memory_limit_mib() -> float:
+    """The sidecar's memory limit in the Kubernetes manifests (``limits: memory: <N>Mi``)."""
+    text = (ROOT / "deploy" / "kubernetes" / "base" / "sidecar-patch.yaml").read_text()
+    return float(re.search(r"limits:\s*\n\s*cpu: \S+\s*\n\s*memory: (\d+)Mi", text).group(1))
+
+
+@pytest.mark.parametrize("tp_tags,stream", [(1, False), (16, False), (16, True)],
+                         ids=["256-schedulers", "4096-replicas", "4096-replicas-and-stream"])
+def test_the_caps_fit_the_manifests_memory_limit(tmp_path, tp_tags, stream):
+    """The real command at its caps, with the container image's environment: 256 DP ranks in the
+    log (a 257th is refused), each printed by ``tp_tags`` TP ranks (16: the 4,096-replica cap), and
+    with ``stream`` the per-pass stream of 256 DP ranks too. After text scrapes, then one scrape with
+    Prometheus' ``Accept`` (OpenMetrics), the peak RSS (``VmHWM``) is under the manifests' memory
+    limit and the log's series are within the budget of docs/metrics.md (about 550 per scheduler)."""
+    import sys
+    import urllib.request
+
+    from exporter_support import Exporter
+
+    from exporter.limits import MAX_REPLICAS, MAX_SCHEDULERS
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from render import _dp_lines
+
+    lines = _dp_lines(str(CORPUS / "008-retraction-storm-tokens-gained-uvicorn.log"), per_rank=25,
+                      ranks=MAX_SCHEDULERS + 1, stamp=time.strftime("%Y-%m-%d %H:%M:%S"))
+    lines = [re.sub(r" TP\d+\]", f" TP{t}]", ln, count=1) for ln in lines for t in range(tp_tags)]
+    assert MAX_SCHEDULERS * tp_tags <= MAX_REPLICAS
+    path = tmp_path / "sglang.log"
+    path.write_text("\n".join(lines) + "\n")
+    args = ["--log.path", str(path), "--log.from-beginning", "--gpu.enabled", "false"]
+    pub = None
+    if stream:
+        from fpm_publisher import Publisher, forward_pass
+
+        pub = Publisher(f"ipc://{tmp_path}/fpm.0")
+        args += ["--fpm.endpoints", pub.endpoint]
+    exp = Exporter(*args, env=image_environment())
+    try:
+        def ready() -> str | None:
+            """The body once every line is read (and with the stream, every rank's passes seen)."""
+            if pub is not None:  # a SUB socket joins late: publish again until every rank is seen
+                for dp in range(MAX_SCHEDULERS + 1):
+                    pub.publish(forward_pass(dp, prefill=dp % 3, decode=dp % 50 + 1, wall_time=0.001 * (dp % 30 + 1)))
+            with urllib.request.urlopen(f"http://127.0.0.1:{exp.port}/metrics", timeout=120) as r:
+                body = r.read().decode()  # a first render at 256 ranks cuts every template: seconds
+            read = sum(map(float, re.findall(r"^sglang_exporter_log_lines_total\{.*\} (\S+)$", body, re.M)))
+            passes = set(re.findall(r'^sglang_scheduler_forward_passes_total\{dp_rank="(\d+)"', body, re.M))
+            return body if read >= len(lines) and (pub is None or len(passes) == MAX_SCHEDULERS) else None
+
+        deadline = time.monotonic() + 120
+        while (body := ready()) is None:
+            assert time.monotonic() < deadline, "lines or passes not all read"
+            time.sleep(0.2)
+        log_series = [ln for ln in body.splitlines() if ln and not ln.startswith("#")
+                      and not ln.startswith(("sglang_scheduler_forward_pass", "sglang_exporter_fpm"))]
+        ranks = set(re.findall(r'^sglang_scheduler_\w+\{dp_rank="(\d+)"', body, re.M))
+        assert len(ranks) == MAX_SCHEDULERS and str(MAX_SCHEDULERS) not in ranks
+        assert MAX_SCHEDULERS * 500 < len(log_series) <= MAX_SCHEDULERS * 550 + 500
+        req = urllib.request.Request(f"http://127.0.0.1:{exp.port}/metrics", headers={"Accept": (
+            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            assert r.headers["Content-Type"].startswith("application/openmetrics-text")
+            assert r.read().endswith(b"# EOF\n")
+        with open(f"/proc/{exp.proc.pid}/status") as f:
+            hwm = next(int(row.split()[1]) for row in f if row.startswith("VmHWM:")) / 1024
+        assert hwm < manifest_memory_limit_mib(), hwm
+    finally:
+        exp.terminate()
+        if pub is not None:
+            pub.close()

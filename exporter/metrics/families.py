@@ -8,6 +8,7 @@ names, types, labels, HELP texts and buckets, and a collector only decides what 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -15,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from . import rows
 from .defs import COUNTER, GAUGE, HISTOGRAM, MetricDef
+from .text import RawFamily
 
 _CLASSES = {COUNTER: CounterMetricFamily, GAUGE: GaugeMetricFamily, HISTOGRAM: HistogramMetricFamily}
 
@@ -50,10 +52,17 @@ class Compiled:
             reads = [(None, m.read)] if isinstance(m.read, str) else list(m.read)
             steps = [(value, tuple(path.split(".")), "*" not in path.split(".")) for value, path in reads]
             self.rows.append((m, steps, m.type == HISTOGRAM))
+        self._raw: list[tuple[str, Callable[[], Metric], Metric]] | None = None
 
-    def families(self) -> dict[str, Metric]:
-        """Fresh empty families, by row name, in table order."""
-        return {m.name: family(m) for m, _, _ in self.rows}
+    def families(self, raw: bool = False) -> dict[str, Metric]:
+        """Fresh empty families, by row name, in table order: the library's classes, or with ``raw``
+        :class:`~exporter.metrics.text.RawFamily` ones (series kept as given; the renderer writes
+        them from cached templates: for collectors of many series)."""
+        if not raw:
+            return {m.name: family(m) for m, _, _ in self.rows}
+        if self._raw is None:
+            self._raw = [(m.name, partial(family, m), family(m)) for m, _, _ in self.rows]
+        return {name: RawFamily(make, like) for name, make, like in self._raw}
 
 
 def resolve(obj: Any, parts: Sequence[str], labels: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
@@ -147,8 +156,9 @@ _LE: dict[tuple[float, ...], tuple[str, ...]] = {}
 
 def _add_histogram(fam: Metric, labels: Sequence[str], h: Any) -> None:
     les = _LE.get(h.bounds)
-    if les is None:  # a bound as the le label value (1.0, 0.0025), as the client library writes it
-        les = _LE[h.bounds] = tuple(repr(float(b)) for b in h.bounds)
-    buckets = list(zip(les, h.cumulative))
-    buckets.append(("+Inf", h.cumulative[-1]))
-    fam.add_metric(labels, buckets, h.sum)
+    if les is None:  # a bound as the le label value (1.0, 0.0025), as the client library writes it; +Inf last
+        les = _LE[h.bounds] = (*(repr(float(b)) for b in h.bounds), "+Inf")
+    if isinstance(fam, RawFamily):  # the counts as they are: no bucket pairs (exporter/metrics/text.py)
+        fam.add_histogram(labels, les, h.cumulative, h.sum)
+    else:
+        fam.add_metric(labels, list(zip(les, h.cumulative)), h.sum)

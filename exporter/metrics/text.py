@@ -1,36 +1,34 @@
-"""Families that hold their series raw and write the text format from cached line prefixes.
+"""Families that hold their series raw and write their exposition text from cached line templates.
 
 On a busy server every scheduler's histograms change between scrapes (a cumulative bucket changes
 above every new observation), so reusing a family's text does not help there: the cost is per sample,
 in the client library (a ``Sample`` tuple and a labels dict per bucket, then per sample the label
-formatting and ``floatToGoString``). :class:`RawFamily` keeps what ``add_metric`` is given instead,
-and :class:`TextCache` writes the text format's lines as ``prefix + value``:
+formatting and ``floatToGoString``). :class:`RawFamily` keeps what ``add_metric`` is given instead
+(a histogram's counts as the scheduler snapshot holds them, no bucket pairs), and :class:`TextCache`
+writes each series' lines from one template:
 
-* a series' **prefixes** (``name{labels} ``, one per line: every bucket, ``_count``, ``_sum``) are
-  cut from the library's own output for that series with zero values, once per label set and bound
-  set, and kept across renders while the series exists;
+* a series' **template** is the library's own output for that series (every line: each bucket,
+  ``_count``, ``_sum``) with its values cut out, derived once per label set and bound set and kept
+  across renders while the series exists; it serves one encoder: the text format or OpenMetrics,
+  whose lines differ only in what the encoder writes (``# EOF``, ``# UNIT``, escaping);
 * the **values** are formatted by the library's ``floatToGoString`` (integer counts memoised within
-  one render: a histogram's upper buckets repeat the same count); a histogram series whose integer
-  counts and sum text are those of the previous render reuses its text.
+  one render: a histogram's upper buckets repeat the same count) and put in with ``bytes %``.
 
-So every byte is the library's: ``tests/test_text.py`` requires the body to equal
-``generate_latest``'s over the same registry. Everything else (OpenMetrics, the ``name[]`` filter, any
-other reader of ``samples``) gets the library's samples, built on first use by the library's family
-class from the same ``add_metric`` calls.
+So every byte is the library's: ``tests/test_text.py`` requires the body to equal the library
+encoder's (``generate_latest`` of the text format and of OpenMetrics) over the same registry.
+Everything else (the ``name[]`` filter, any other reader of ``samples``) gets the library's samples,
+built on first use by the library's family class from the same ``add_metric`` calls. Per series the
+cache holds the template (about the series' text less its values) and nothing else: a text kept for
+reuse would double what the largest scrapes hold (docs/performance.md, memory).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from operator import itemgetter
 from typing import Any
 
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
-
-_FIRST = itemgetter(0)
-_SECOND = itemgetter(1)
-
 
 class RawFamily(Metric):
     """A family as ``make``'s library class would build it, its series kept as given (no ``Sample``
@@ -43,9 +41,10 @@ class RawFamily(Metric):
             ``None``): a collector builds it once, not per scrape.
 
     Attributes:
-        series: ``[(label values, value)]`` for counters and gauges, ``[(label values, buckets, sum)]``
-            for histograms (``buckets`` as ``HistogramMetricFamily.add_metric`` takes them: ``(le
-            text, cumulative count)`` pairs, ``+Inf`` last), in ``add_metric`` order.
+        series: ``[(label values, value)]`` for counters and gauges; for histograms ``[(label values,
+            le texts, cumulative counts, sum)]``, one count per ``le`` text (``+Inf`` last), or
+            ``(label values, None, buckets, sum)`` for buckets with exemplars; in ``add_metric``
+            order.
     """
 
     def __init__(self, make: Callable[[], Metric], like: Metric | None = None):  # noqa: D107
@@ -60,14 +59,34 @@ class RawFamily(Metric):
 
     def add_metric(self, labels: Sequence[str], value: Any, sum_value: Any = None) -> None:
         """One series: ``(labels, value)`` for a counter or gauge, ``(labels, buckets, sum)`` for a
-        histogram (the library's ``add_metric`` arguments, without timestamps)."""
-        self._samples = None
+        histogram (the library's ``add_metric`` arguments, without timestamps: ``buckets`` are
+        ``(le text, cumulative count)`` pairs, ``+Inf`` last, or triples with an exemplar)."""
         if self.type == "histogram":
-            self.series.append((tuple(labels), value, sum_value))
+            if all(len(b) == 2 for b in value):
+                self.add_histogram(labels, tuple(b[0] for b in value), tuple(b[1] for b in value), sum_value)
+            else:
+                self._samples = None
+                self.series.append((tuple(labels), None, tuple(value), sum_value))
         elif sum_value is not None:
             raise TypeError(f"{self.name}: a {self.type} series takes labels and one value")
         else:
+            self._samples = None
             self.series.append((tuple(labels), value))
+
+    def add_histogram(self, labels: Sequence[str], les: tuple[str, ...], counts: Sequence, sum_value: Any) -> None:
+        """One histogram series without building its bucket pairs: ``les`` the ``le`` label texts
+        (``+Inf`` last; one tuple shared by every series of these bounds), ``counts`` the cumulative
+        count of each, ``sum_value`` the sum (``None``: no ``_count`` or ``_sum``). Both sequences are
+        kept as given, not copied."""
+        self._samples = None
+        self.series.append((tuple(labels), les, counts, sum_value))
+
+    def arguments(self, s: tuple) -> tuple:
+        """The library's ``add_metric`` arguments for one item of :attr:`series`."""
+        if self.type != "histogram":
+            return s
+        labels, les, counts, total = s
+        return labels, counts if les is None else list(zip(les, counts)), total
 
     @property
     def samples(self) -> list:
@@ -75,7 +94,7 @@ class RawFamily(Metric):
         if self._samples is None:
             fam = self._make()
             for s in self.series:
-                fam.add_metric(*s)
+                fam.add_metric(*self.arguments(s))
             self._samples = fam.samples
         return self._samples
 
@@ -91,133 +110,150 @@ def has_samples(fam: Metric) -> bool:
 
 
 class TextCache:
-    """Writes :class:`RawFamily` text for one text-format encoder, with prefixes kept across renders.
+    """Writes :class:`RawFamily` text for one encoder of the library (the text format or
+    OpenMetrics), with each series' line prefixes kept across renders.
 
     Args:
-        encoder: The library's text-format encoder (``generate_latest``, or its ``escaping`` variant
-            from ``choose_encoder``): the source of every header and prefix.
+        encoder: The library's encoder (``generate_latest``, its ``escaping`` variant from
+            ``choose_encoder``, or ``prometheus_client.openmetrics.exposition.generate_latest`` and its
+            variants): the source of every header and prefix. OpenMetrics' closing ``# EOF`` is not
+            part of a family's text (the renderer ends the body with it).
 
-    A prefix set not used by a render is dropped at the next :meth:`end` (series of a scheduler that
-    went away do not accumulate).
+    A series' template is one ``bytes``, the library's lines for that series with each value cut
+    out (``%`` doubled, ``%s`` in the value's place): about the series' text less its values. Each
+    render of a family keeps the templates of that family's series it wrote and drops the rest
+    (series of a scheduler that went away do not accumulate); a family not written (the renderer
+    reused its text) keeps its templates.
     """
 
     def __init__(self, encoder: Callable[[Any], bytes]):
         self.encoder = encoder
-        self._headers: dict[tuple, str] = {}
-        self._prefixes: dict[tuple, _Series] = {}
-        self._used: dict[tuple, _Series] = {}
+        self._headers: dict[tuple, bytes] = {}
+        self._series: dict[tuple, dict[tuple, _Series]] = {}  # by family (head key), then series key
+
+    def __len__(self) -> int:
+        """Series whose templates are held."""
+        return sum(map(len, self._series.values()))
 
     def text(self, fam: RawFamily) -> bytes:
-        """The text-format lines of ``fam``, header first, UTF-8: ``encoder``'s output for it, byte
-        for byte (the encoder itself runs where a series' shape is unusual)."""
+        """The lines of ``fam``, header first, UTF-8: ``encoder``'s output for it (less OpenMetrics'
+        ``# EOF``), byte for byte."""
+        return b"".join(self.parts(fam))
+
+    def parts(self, fam: RawFamily) -> list[bytes]:
+        """:meth:`text` as the pieces that join to it: the header, each histogram series' lines, then
+        the other series' lines together (the encoder itself writes a series whose shape the
+        template does not mirror: buckets with exemplars)."""
         head_key = (fam.name, fam.documentation, fam.type, fam.unit)
         head = self._headers.get(head_key)
         if head is None:
             head = self._headers[head_key] = self._lines(fam._make())
         out = [head]
+        lines: list[bytes] = []  # single-line series, joined into one piece
         memo = _Memo()
         hist = fam.type == "histogram"
+        kept = self._series.get(head_key, {})
+        used: dict[tuple, _Series] = {}
         for s in fam.series:
-            if hist:
-                key = (head_key, s[0], tuple(map(_FIRST, s[1])), s[2] is None)
-            else:
-                key = (head_key, s[0])
-            entry = self._used.get(key)
+            key = (s[0], s[1], s[3] is None) if hist else s[0]
+            entry = used.get(key)
             if entry is None:
-                entry = self._prefixes.get(key)
+                entry = kept.get(key)
                 if entry is None:
-                    entry = _Series(self._derive(fam, s))
-                self._used[key] = entry
-            if entry.prefixes is None:  # a shape the fast path does not mirror: the library writes it
+                    entry = _Series(*(self._derive(fam, s) or (None, 0)))
+                used[key] = entry
+            if entry.template is None:  # a shape the fast path does not mirror: the library writes it
                 one = fam._make()
-                one.add_metric(*s)
-                out.append(self._lines(one, header=False))
+                one.add_metric(*fam.arguments(s))
+                text = self._lines(one)[len(head):]
+                (out if hist else lines).append(text)
             elif hist:
-                out.append(entry.histogram(list(map(_SECOND, s[1])), s[2], memo))
+                out.append(entry.histogram(s[2], s[3], memo))
             else:
-                out.append(entry.prefixes[0] + floatToGoString(s[1]) + "\n")
-        return "".join(out).encode("utf-8")
+                lines.append(entry.template + _go(s[1]) + b"\n")
+        self._series[head_key] = used
+        if lines:
+            out.append(b"".join(lines))
+        return out
 
-    def end(self) -> None:
-        """Close one render: keep only the prefixes it used."""
-        self._prefixes = self._used
-        self._used = {}
+    def _lines(self, fam: Metric) -> bytes:
+        """``encoder``'s text of one family, less OpenMetrics' closing ``# EOF``."""
+        text = self.encoder(One(fam))
+        return text[:-len(_EOF)] if text.endswith(_EOF) else text
 
-    def _lines(self, fam: Metric, header: bool = True) -> str:
-        text = self.encoder(One(fam)).decode("utf-8")
-        if header:
-            return text
-        return text.split("\n", 2)[2]
-
-    def _derive(self, fam: RawFamily, s: tuple) -> list[str] | None:
-        """The series' line prefixes (``name{labels} ``, each followed by its value), cut from
-        the library's text for it with every value 0; ``None`` where that text is not one line per
-        value in the order :meth:`text` writes them."""
+    def _derive(self, fam: RawFamily, s: tuple) -> tuple[bytes, int] | None:
+        """The series' template, cut from the library's text for it with every value distinct (so
+        each line is known to end with the value it was given, in the order :meth:`parts` fills
+        them), and its number of values: a counter's or gauge's line less its value; a histogram's
+        lines with ``%s`` for each value. ``None`` where that text is not one line per value, in that
+        order."""
         one = fam._make()
         if fam.type == "histogram":
-            labels, buckets, _ = s
-            if any(len(b) != 2 for b in buckets):
+            labels, les, _, total = s
+            if les is None:
                 return None  # exemplars: the library writes them
-            one.add_metric(labels, [(b[0], 0) for b in buckets], None if s[2] is None else 0)
-            want = (len(buckets), len(buckets) + 2)
+            n = len(les)
+            one.add_metric(labels, [(le, i + 1) for i, le in enumerate(les)], None if total is None else n + 1)
+            given = [list(range(1, n + 1)), [*range(1, n + 1), n, n + 1]]  # _count: the +Inf count
         else:
-            one.add_metric(s[0], 0)
-            want = (1,)
-        lines = self._lines(one, header=False).split("\n")
-        if lines[-1] != "" or len(lines) - 1 not in want:
+            one.add_metric(s[0], 1)
+            given = [[1]]
+        head = self._headers[(fam.name, fam.documentation, fam.type, fam.unit)]
+        text = self._lines(one)
+        if not text.startswith(head) or not text.endswith(b"\n"):
             return None
-        prefixes = []
-        for line in lines[:-1]:
-            if not line.endswith(" 0.0"):
+        lines = text[len(head):-1].split(b"\n")
+        values = next((g for g in given if len(g) == len(lines)), None)
+        if values is None:
+            return None
+        cut = []
+        for line, v in zip(lines, values):
+            value = b" " + _go(v)
+            if not line.endswith(value):
                 return None
-            prefixes.append(line[:-3])
-        return prefixes
+            cut.append(line[:-len(value) + 1])
+        if fam.type != "histogram":
+            return cut[0], 1
+        return b"".join(c.replace(b"%", b"%%") + b"%s\n" for c in cut), len(cut)
 
 
+_EOF = b"# EOF\n"
 _INT_ONLY = frozenset((int,))
 
 
-class _Memo(dict):
-    """``floatToGoString`` of ints, memoised (a histogram's upper buckets repeat one count). Only
-    ever indexed with plain ints: a float key would find an int's text, and ``-0.0 == 0``."""
+def _go(value: Any) -> bytes:
+    """The library's ``floatToGoString`` of ``value``, as bytes (its text is ASCII)."""
+    return floatToGoString(value).encode("ascii")
 
-    def __missing__(self, c: int) -> str:
-        t = self[c] = floatToGoString(c)
+
+class _Memo(dict):
+    """:func:`_go` of ints, memoised (a histogram's upper buckets repeat one count). Only ever
+    indexed with plain ints: a float key would find an int's text, and ``-0.0 == 0``."""
+
+    def __missing__(self, c: int) -> bytes:
+        t = self[c] = _go(c)
         return t
 
 
 class _Series:
-    """One series' line prefixes (``None``: the library writes this series) and, for a histogram,
-    its last text with the integer counts and the sum text it was written from (reused while both
-    are the same: a histogram no new line touched)."""
+    """One series' template (``None``: the library writes this series) and its number of values."""
 
-    __slots__ = ("prefixes", "counts", "sum_text", "text")
+    __slots__ = ("template", "n")
 
-    def __init__(self, prefixes: list[str] | None):
-        self.prefixes = prefixes
-        self.counts: list[int] | None = None
-        self.sum_text = ""
-        self.text = ""
+    def __init__(self, template: bytes | None, n: int):
+        self.template = template
+        self.n = n
 
-    def histogram(self, counts: list, total: Any, memo: _Memo) -> str:
+    def histogram(self, counts: Sequence, total: Any, memo: _Memo) -> bytes:
         """The series' lines for these cumulative bucket counts (``+Inf`` last) and sum."""
-        prefixes = self.prefixes
-        with_sum = len(prefixes) == len(counts) + 2
-        sum_text = floatToGoString(total) if with_sum else ""
-        if not _INT_ONLY >= set(map(type, counts)):  # not all ints: -0.0 is 0 to ==, NaN is not NaN
-            self.counts = None
-            values = list(map(floatToGoString, counts))
-        elif counts == self.counts and sum_text == self.sum_text:
-            return self.text
-        else:
-            self.counts = counts
+        if _INT_ONLY >= set(map(type, counts)):
             values = list(map(memo.__getitem__, counts))
-        if with_sum:
+        else:  # not all ints: -0.0 is 0 and True is 1 to a dict, but the library writes them apart
+            values = list(map(_go, counts))
+        if self.n == len(counts) + 2:
             values.append(values[-1])
-            values.append(sum_text)
-        self.sum_text = sum_text
-        self.text = "\n".join(map(str.__add__, prefixes, values)) + "\n"
-        return self.text
+            values.append(_go(total))
+        return self.template % tuple(values)
 
 
 class One:

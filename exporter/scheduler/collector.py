@@ -12,15 +12,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from functools import partial
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from ..limits import DEFAULT_IDLE_AFTER
 from ..metrics import MetricDef
-from ..metrics.families import Compiled, describe, family, fill
-from ..metrics.text import RawFamily
+from ..metrics.families import Compiled, describe, fill
 from .store import SchedulerSnapshot, SchedulerStore
 
 
@@ -46,7 +44,6 @@ class SchedulerCollector(Collector):
         self.idle_after = idle_after
         self.clock = clock
         self._rows = Compiled("scheduler")
-        self._makes = [(m.name, partial(family, m), family(m)) for m, _, _ in self._rows.rows]
         self._snapshot: SchedulerSnapshot | None = None
         self._families: tuple[tuple, list[Metric]] | None = None
         self._lock = threading.Lock()
@@ -74,7 +71,7 @@ class SchedulerCollector(Collector):
             key = (snap.generation, fresh)
             if self._families is not None and self._families[0] == key:
                 return iter(self._families[1])
-            fams = {name: RawFamily(make, like) for name, make, like in self._makes}
+            fams = self._rows.families(raw=True)
             for s, is_fresh in zip(snap.schedulers, fresh):
                 fill(fams, self._rows, s, s.identity, skip=None if is_fresh else _latest)
             families = list(fams.values())
