@@ -518,6 +518,8 @@ def _config_file_source(settings_cls) -> PydanticBaseSettingsSource:
             raise SettingsError(f"{where}: {_CONFIG_FILE} is not valid TOML: {exc}") from None
         except ValueError as exc:  # not a regular file, or too large
             raise SettingsError(f"{where}: {_CONFIG_FILE}: {exc}") from None
+        except RecursionError:  # arrays or inline tables nested hundreds deep: tomllib recurses
+            raise SettingsError(f"{where}: {_CONFIG_FILE} nests arrays or tables too deep to read") from None
         _check_file_keys(data, _CONFIG_FILE)
         _check_file_types(data, _CONFIG_FILE)
     return InitSettingsSource(settings_cls, init_kwargs=data)

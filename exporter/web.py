@@ -24,7 +24,6 @@ from collections.abc import Callable
 from urllib.parse import parse_qs
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import gzip_accepted
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
 
@@ -79,6 +78,34 @@ class Limits:
     FD_RESERVE = 256
 
 
+def gzip_wanted(accept_encoding: str) -> bool:
+    """Whether an ``Accept-Encoding`` header value accepts gzip (RFC 9110 section 12.5.3).
+
+    ``gzip`` (or ``x-gzip``, or ``*`` when gzip is not named) with a quality above 0; ``gzip;q=0``
+    refuses it (prometheus_client's ``gzip_accepted`` looks for the word only). A quality that is not
+    a number counts as 1, as a header without one.
+    """
+    named = star = None
+    for item in accept_encoding.split(","):
+        coding, _, params = item.partition(";")
+        coding = coding.strip().lower()
+        q = 1.0
+        for param in params.split(";"):
+            key, _, val = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(val.strip())
+                except ValueError:
+                    q = 1.0
+        if coding in ("gzip", "x-gzip"):
+            named = q if named is None else max(named, q)
+        elif coding == "*":
+            star = q
+    if named is not None:
+        return named > 0
+    return star is not None and star > 0
+
+
 def make_app(registry: CollectorRegistry, telemetry_path: str = "/metrics",
              health: Callable[[], tuple[bool, str]] | None = None):
     """Build the WSGI application.
@@ -100,7 +127,7 @@ def make_app(registry: CollectorRegistry, telemetry_path: str = "/metrics",
         names = parse_qs(environ.get("QUERY_STRING", "")).get("name[]")
         body, content_type = renderer.render(environ.get("HTTP_ACCEPT"), names, arrived)
         headers = [("Content-Type", content_type)]
-        if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", "")):  # outside the render lock
+        if gzip_wanted(environ.get("HTTP_ACCEPT_ENCODING", "")):  # outside the render lock
             body = gzip.compress(body)
             headers.append(("Content-Encoding", "gzip"))
         start_response("200 OK", headers)
