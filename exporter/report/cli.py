@@ -153,9 +153,10 @@ def _load(paths: list[str], args) -> tuple[dict, list[InputFile]]:
 
 
 def _warn_empty(runs: list[tuple[str, list[InputFile], dict]]) -> bool:
-    """Warn for each input without a scheduler line; True when a whole run has none."""
+    """Warn for each input without a scheduler line, and for a run whose decode steps rest on the
+    assumed decode_log_interval; True when a whole run has none."""
     empty_run = False
-    for _, inputs, doc in runs:
+    for name, inputs, doc in runs:
         for i in inputs:
             if i.scheduler_lines == 0:
                 what = "the file is empty" if i.lines == 0 else f"{i.lines:,} line{'s' if i.lines != 1 else ''} read"
@@ -163,6 +164,11 @@ def _warn_empty(runs: list[tuple[str, list[InputFile], dict]]) -> bool:
                       + (f", {sum(doc['lines']['malformed'].values())} damaged scheduler lines in the run"
                          if sum(doc["lines"]["malformed"].values()) else "") + ")", file=sys.stderr)
         empty_run = empty_run or not any(i.scheduler_lines for i in inputs)
+        settings = doc.get("settings") or {}
+        if settings.get("decode_log_interval_source") == "default" and doc["lines"]["parsed"].get("decode"):
+            print(f"{PROG}: warning: decode steps assume SGLang's default decode_log_interval of "
+                  f"{settings.get('decode_log_interval')}: the {name} log has no server_args line giving it "
+                  "(pass --decode-log-interval with the server's value)", file=sys.stderr)
     return empty_run
 
 
