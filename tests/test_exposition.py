@@ -46,7 +46,7 @@ def stable(text: str) -> str:
 
 def whole_exposition(monkeypatch) -> str:
     monkeypatch.chdir(ROOT)
-    store = SchedulerStore(SchedulerStates())
+    store = SchedulerStore(SchedulerStates(decode_log_interval_source="default"))  # as the command without the flag
     log = LogSource([SAMPLE], store, from_beginning=True)
     log.read_all()
     poller, _ = fake_gpu_poller()
