@@ -17,6 +17,7 @@ import inspect
 import ipaddress
 import os
 import re
+import socket
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -287,13 +288,18 @@ class FpmSettings(BaseModel):
         if value is None:
             return value
         seen: set[str] = set()
+        places: list[tuple[str, str, str]] = []
         for e in (e.strip() for e in value.split(",")):
-            parse_zmq_endpoint(e)
+            transport, address = parse_zmq_endpoint(e)
             if e in seen:
                 raise ValueError(f"{e!r} is given twice")
             seen.add(e)
+            places.append((e, transport, address))
         if len(seen) > MAX_SCHEDULERS:
             raise ValueError(f"at most {MAX_SCHEDULERS} endpoints (one per DP rank), got {len(seen)}")
+        same = same_zmq_endpoints(places)
+        if same:
+            raise ValueError(f"{same[0]!r} and {same[1]!r} are the same endpoint (its messages would be counted twice)")
         return value
 
 
@@ -325,6 +331,40 @@ def parse_zmq_endpoint(value: str) -> tuple[str, str]:
         raise ValueError(f"a tcp:// endpoint needs a host and a port 1..65535 (the exporter connects), "
                          f"got {value[:80]!r}")
     return transport, address
+
+
+def same_zmq_endpoints(places: list[tuple[str, str, str]]) -> tuple[str, str] | None:
+    """The first two of ``(endpoint, transport, address)`` (from :func:`parse_zmq_endpoint`) that
+    name one socket under two spellings, or None.
+
+    An ipc path is compared absolute, normalized, links resolved (``/x/./fpm.0`` is ``/x/fpm.0``; ``@name`` as
+    given). TCP endpoints with the same port are compared by the addresses their hosts resolve to
+    (``localhost`` is ``127.0.0.1``); a host that does not resolve is compared by its name.
+    """
+    keys: dict[tuple, str] = {}
+    by_port: dict[int, list[tuple[str, set[str]]]] = {}
+    for endpoint, transport, address in places:
+        if transport == "ipc":
+            key = ("ipc", address if address.startswith("@") else os.path.realpath(address))
+            if key in keys:
+                return keys[key], endpoint
+            keys[key] = endpoint
+            continue
+        host, port = parse_listen_address(address)
+        by_port.setdefault(port, []).append((endpoint, {host.lower()}))
+    for port, hosts in by_port.items():
+        if len(hosts) < 2:
+            continue
+        for endpoint, names in hosts:
+            try:
+                names |= {info[4][0] for info in socket.getaddrinfo(next(iter(names)), port, type=socket.SOCK_STREAM)}
+            except (OSError, UnicodeError):
+                pass
+        for i, (endpoint, names) in enumerate(hosts):
+            for other, other_names in hosts[:i]:
+                if names & other_names:
+                    return other, endpoint
+    return None
 
 
 class OmniSettings(BaseModel):
@@ -481,6 +521,8 @@ def _config_file_source(settings_cls) -> PydanticBaseSettingsSource:
             raise SettingsError(f"{where}: {_CONFIG_FILE} is not valid TOML: {exc}") from None
         except ValueError as exc:  # not a regular file, or too large
             raise SettingsError(f"{where}: {_CONFIG_FILE}: {exc}") from None
+        except RecursionError:  # arrays or inline tables nested hundreds deep: tomllib recurses
+            raise SettingsError(f"{where}: {_CONFIG_FILE} nests arrays or tables too deep to read") from None
         _check_file_keys(data, _CONFIG_FILE)
         _check_file_types(data, _CONFIG_FILE)
     return InitSettingsSource(settings_cls, init_kwargs=data)

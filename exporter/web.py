@@ -4,9 +4,10 @@ Metrics are encoded by prometheus_client's encoders through :class:`~.exposition
 negotiation for OpenMetrics, gzip, the ``name[]`` filter, as the library's WSGI app does; one render
 at a time, shared by concurrent scrapes, unchanged families not encoded again); this module routes,
 and serves with waitress, whose limits bound what a client can make the sidecar hold (see
-:class:`Limits`): header bytes per request, open connections, worker threads, and (added here:
-waitress has only an inactivity timeout) a deadline for receiving each request whole, so a client
-that trickles a header line now and then is dropped.
+:class:`Limits`): header bytes per request, open connections, worker threads, unsent bytes per
+connection, and (added in :mod:`~.webconn`: waitress has only an inactivity timeout) a deadline for
+receiving each request whole, a pipelining depth, a deadline for a response to be read, a byte
+budget for unsent responses and a thread of its own for ``/healthz``.
 """
 
 from __future__ import annotations
@@ -18,20 +19,17 @@ import logging
 import resource
 import socket
 import threading
-import time
 from collections.abc import Callable
 
 from urllib.parse import parse_qs
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import gzip_accepted
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
-from waitress.channel import HTTPChannel
-from waitress.server import TcpWSGIServer
 
 from . import __version__
 from .exposition import Renderer
+from .webconn import Server as _Server
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +50,15 @@ class Limits:
         idle_timeout: Seconds a connection may sit without traffic between requests (keep-alive).
         max_response_bytes: Responses up to this size stay in memory; waitress would write larger ones
             to a temporary file, which a read-only root filesystem does not allow.
+        output_high_water_bytes: Unsent bytes one connection may hold before the worker thread writing
+            its next response waits for it to drain (waitress's ``outbuf_high_watermark``); one
+            connection holds at most this plus one response.
+        max_pipelined: Requests read ahead on one connection at most; past it the connection answers
+            those, the last with ``Connection: close``, and closes.
+        send_timeout: Seconds a response may wait, unsent, for its client to read it; then the
+            connection is closed (and a worker waiting on it released).
+        max_unsent_bytes: Unsent response bytes of all connections together at most; a response that
+            would pass it first closes the connections whose output has waited longest.
     """
 
     max_connections: int = 2048
@@ -62,9 +69,41 @@ class Limits:
     request_timeout: float = 10.0
     idle_timeout: int = 120
     max_response_bytes: int = 1 << 30
+    output_high_water_bytes: int = 1 << 20
+    max_pipelined: int = 4
+    send_timeout: float = 10.0
+    max_unsent_bytes: int = 32 << 20
 
     #: File descriptors kept for everything but connections (log files, inotify, NVML, pipes).
     FD_RESERVE = 256
+
+
+def gzip_wanted(accept_encoding: str) -> bool:
+    """Whether an ``Accept-Encoding`` header value accepts gzip (RFC 9110 section 12.5.3).
+
+    ``gzip`` (or ``x-gzip``, or ``*`` when gzip is not named) with a quality above 0; ``gzip;q=0``
+    refuses it (prometheus_client's ``gzip_accepted`` looks for the word only). A quality that is not
+    a number counts as 1, as a header without one.
+    """
+    named = star = None
+    for item in accept_encoding.split(","):
+        coding, _, params = item.partition(";")
+        coding = coding.strip().lower()
+        q = 1.0
+        for param in params.split(";"):
+            key, _, val = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(val.strip())
+                except ValueError:
+                    q = 1.0
+        if coding in ("gzip", "x-gzip"):
+            named = q if named is None else max(named, q)
+        elif coding == "*":
+            star = q
+    if named is not None:
+        return named > 0
+    return star is not None and star > 0
 
 
 def make_app(registry: CollectorRegistry, telemetry_path: str = "/metrics",
@@ -88,7 +127,7 @@ def make_app(registry: CollectorRegistry, telemetry_path: str = "/metrics",
         names = parse_qs(environ.get("QUERY_STRING", "")).get("name[]")
         body, content_type = renderer.render(environ.get("HTTP_ACCEPT"), names, arrived)
         headers = [("Content-Type", content_type)]
-        if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", "")):  # outside the render lock
+        if gzip_wanted(environ.get("HTTP_ACCEPT_ENCODING", "")):  # outside the render lock
             body = gzip.compress(body)
             headers.append(("Content-Encoding", "gzip"))
         start_response("200 OK", headers)
@@ -133,49 +172,6 @@ def make_app(registry: CollectorRegistry, telemetry_path: str = "/metrics",
         return [body]
 
     return app
-
-
-class _Channel(HTTPChannel):
-    """waitress's connection, plus the time since which it owes a request that is not whole yet.
-
-    ``receiving_since`` is the accept time for a new connection (it must send its first request at
-    once), the first byte's time for each later request, and None while the connection is idle
-    between requests (waitress's inactivity timeout covers that).
-    """
-
-    def __init__(self, server, sock, addr, adj, map=None):
-        super().__init__(server, sock, addr, adj, map)
-        self.receiving_since: float | None = self.creation_time
-
-    def received(self, data):
-        if data and self.receiving_since is None:
-            self.receiving_since = time.time()
-        try:
-            return super().received(data)
-        finally:
-            if self.request is None:  # no partial request left over
-                self.receiving_since = None
-
-
-class _Server(TcpWSGIServer):
-    """waitress's TCP server with :class:`_Channel` and the whole-request deadline.
-
-    waitress calls :meth:`maintenance` from its event loop every ``cleanup_interval`` seconds; a
-    channel marked ``will_close`` is closed by the same loop.
-    """
-
-    channel_class = _Channel
-    request_timeout = Limits.request_timeout
-
-    def maintenance(self, now):
-        super().maintenance(now)
-        cutoff = now - self.request_timeout
-        for channel in self.active_channels.values():
-            since = getattr(channel, "receiving_since", None)
-            if since is not None and since < cutoff and not channel.requests and not channel.will_close:
-                log.debug("closing a connection from %s: no whole request within %.0f s",
-                          channel.addr, self.request_timeout)
-                channel.will_close = True
 
 
 def raise_fd_limit(wanted: int) -> int:
@@ -247,7 +243,8 @@ class WebServer:
                 connection_limit=self.connection_limit,
                 max_request_header_size=lim.max_header_bytes, max_request_body_size=lim.max_body_bytes,
                 channel_timeout=lim.idle_timeout, cleanup_interval=1,
-                outbuf_overflow=lim.max_response_bytes, inbuf_overflow=max(lim.max_body_bytes, 1 << 16),
+                outbuf_overflow=lim.max_response_bytes, outbuf_high_watermark=lim.output_high_water_bytes,
+                inbuf_overflow=max(lim.max_body_bytes, 1 << 16),
                 asyncore_use_poll=True,  # poll(), not select(): works past 1024 descriptors
                 ident="sglang-exporter", expose_tracebacks=False, clear_untrusted_proxy_headers=False)
             server = _Server(self.app, _sock=sock, adj=adj, bind_socket=False,
@@ -255,7 +252,7 @@ class WebServer:
         except BaseException:
             sock.close()
             raise
-        server.request_timeout = lim.request_timeout
+        server.configure(lim)
         self._server = server
         self._thread = threading.Thread(target=server.run, name="http", daemon=True)
         self._thread.start()
@@ -268,6 +265,8 @@ class WebServer:
         # Workers first, while the event loop still runs (a worker may wait on it to flush, and
         # wakes it when done); then the loop closes every socket from its own thread and ends.
         server.task_dispatcher.shutdown(timeout=5.0)
+        if server.health_dispatcher is not None:
+            server.health_dispatcher.shutdown(timeout=5.0)
         server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map, ignore_all=True))
         if self._thread is not None:
             self._thread.join(5.0)

@@ -61,6 +61,7 @@ class FakeOmni:
         admin_key: when set, /model_info wants ``Authorization: Bearer <admin_key>``.
         delay: seconds to wait before answering.
         seen_auth: the Authorization headers received by /model_info.
+        redirect: when set, /model_info answers 302 to this URL.
     """
 
     def __init__(self):
@@ -70,6 +71,7 @@ class FakeOmni:
         self.admin_key: str | None = None
         self.delay = 0.0
         self.seen_auth: list[str | None] = []
+        self.redirect: str | None = None
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -81,6 +83,11 @@ class FakeOmni:
                 if self.path == "/health":
                     body = dict(fake.health, running=fake.running, status="healthy" if fake.running else "unhealthy")
                     self._send(200 if fake.running else 503, body)
+                elif self.path == "/model_info" and fake.redirect:
+                    self.send_response(302)
+                    self.send_header("Location", fake.redirect)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                 elif self.path == "/model_info":
                     auth = self.headers.get("Authorization")
                     fake.seen_auth.append(auth)
@@ -99,7 +106,10 @@ class FakeOmni:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the exporter stopped reading past its cap
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -348,3 +348,34 @@ def test_generator_wraps_rule_files_and_dashboards(tmp_path):
     (boards / "broken.json").write_text("{")
     with pytest.raises(ValueError):
         generate.dashboard_configmaps(boards)
+
+
+def _own_workload(tmp_path: Path, container: str) -> Path:
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "workload.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "server", "labels": {"sglang-exporter/sidecar": "true"}},
+        "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {
+            "metadata": {"labels": {"app": "x"}},
+            "spec": {"containers": [{"name": container, "image": "lmsysorg/sglang:v0.5.2"}]}}}}))
+    (app / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": ["workload.yaml"], "components": [os.path.relpath(K8S / "base", app)]}))
+    return app
+
+
+def test_a_server_container_not_named_sglang_stops_the_render(tmp_path):
+    """Before, the patch added a second, imageless container named sglang: the render and a strict
+    schema check passed and only the API server refused it. Now kustomize stops, naming it."""
+    from kubernetes_support import kubectl
+    r = subprocess.run([kubectl(), "kustomize", str(_own_workload(tmp_path, "server"))], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0 and "containers.[name=sglang]" in r.stderr, r.stderr[-500:]
+
+
+def test_the_container_check_leaves_nothing_behind(tmp_path):
+    out = render(_own_workload(tmp_path, "sglang"))
+    assert not [o for o in out if "require" in o["metadata"]["name"]]
+    pod = one_object(out, "Deployment", "server")["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["sglang"]
+    assert pod["containers"][0]["image"] == "lmsysorg/sglang:v0.5.2"

@@ -20,41 +20,9 @@ from conftest import CORPUS, samples, value
 from fpm_publisher import Publisher, encode, forward_pass
 from histogram_quantile import exact_percentile, histogram_quantile, within
 from exporter_support import DEADLINE, Exporter, command
+from fpm_support import connect as _connect, exporter as _exporter, free_tcp as _free_tcp, messages as _messages
 
 FPM_REQUESTS = "sglang_scheduler_forward_pass_requests"
-
-
-def _free_tcp() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
-
-
-def _exporter(tmp_path: Path, *endpoints: str, timeout: float = 5.0) -> Exporter:
-    log = tmp_path / "sglang.log"
-    log.touch()
-    return Exporter("--log.path", str(log), "--gpu.enabled", "false", "--fpm.endpoints", ",".join(endpoints),
-                    "--fpm.timeout", str(timeout))
-
-
-def _messages(m: dict, endpoint: str, result: str) -> float:
-    return value(m, "sglang_exporter_fpm_messages_total", endpoint=endpoint, result=result) or 0
-
-
-def _connect(exp: Exporter, pub: Publisher, heartbeat=None) -> dict:
-    """Send heartbeats until the exporter has received one (ZeroMQ drops what a PUB socket sends
-    before the subscription arrives), then return that scrape."""
-    beat = heartbeat or pub.heartbeat
-    before = _messages(exp.metrics(), pub.endpoint, "heartbeat")
-    end = time.monotonic() + DEADLINE
-    while True:
-        beat()
-        m = exp.metrics()
-        if _messages(m, pub.endpoint, "heartbeat") > before:
-            return m
-        if time.monotonic() > end:
-            raise AssertionError(f"the exporter never received a heartbeat from {pub.endpoint}")
-        time.sleep(0.05)
 
 
 def _buckets(m: dict, name: str, **labels) -> dict[float, float]:

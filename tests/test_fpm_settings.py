@@ -41,6 +41,9 @@ def test_default_off_and_the_three_ways(tmp_path, monkeypatch):
     ("/run/fpm/fpm.0", "look like ipc"),
     ("ipc://", "needs a socket path"),
     ("ipc:///a.0,ipc:///a.0", "given twice"),
+    ("tcp://127.0.0.1:20380,tcp://localhost:20380", "same endpoint"),  # one socket, two spellings
+    ("ipc:///x/fpm.0,ipc:///x/./fpm.0", "same endpoint"),
+    ("ipc:///x/fpm.0,ipc:///x/y/../fpm.0", "same endpoint"),
     ("ipc:///a.0,", "empty endpoint"),
 ])
 def test_bad_endpoints_name_the_setting(endpoints, why, capsys):

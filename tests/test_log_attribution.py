@@ -7,8 +7,13 @@ format strings (docs/sglang-omni.md).
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from conftest import value
+from exporter_support import Exporter
+
 from exporter.events import CudaGraphCapture, DecodeBatch, KvAllocation, OmniAdmission, OmniStartup, Retraction
-from exporter.sources.log.attribution import StageAttribution
+from exporter.sources.log.attribution import MAX_KNOWN, MAX_PROCESS_STAGES, StageAttribution
 from exporter.sources.log.parser import parse_line
 
 T = "2026-08-20 10:15:01,902"
@@ -179,3 +184,39 @@ def test_pipeline_facts_are_never_dropped():
     assert [(e.action, e.origin.stage) for e in admissions] == [("submitted", ""), ("rejected", ""),
                                                                 ("rejected", "talker_ar")]
     assert dropped == []
+
+
+def test_what_is_learnt_is_bounded_whatever_the_names():
+    """Start-up lines with ever-new process, stage and GPU names, and a process with a huge stage
+    list: the oldest are forgotten, the list is cut (all of it was kept, for ever)."""
+    att = StageAttribution()
+    many = ", ".join(f"'s{j}'" for j in range(5000))
+    lines = [line(f"stage_workers.big: Process big ready with stages=[{many}]", "process-big/MainThread")]
+    for i in range(3 * MAX_KNOWN):
+        lines += [line(f"stage_workers.p{i}: Process p{i} ready with stages=['a{i}', 'b{i}']", f"process-p{i}/MainThread"),
+                  line(f"stage_workers.p{i}: Building scheduler for a{i} (tp_rank=0/1) ...", f"process-p{i}/MainThread"),
+                  line(DECODE, f"stage-n{i}/scheduler-n{i}")]
+    run(att, *lines)
+    assert len(att.process_stages) <= MAX_KNOWN and "big" not in att.process_stages
+    assert all(len(stages) <= MAX_PROCESS_STAGES for stages in att.process_stages.values())
+    assert len(att.sglang_stages) <= MAX_KNOWN and len(att._building) <= MAX_KNOWN
+    assert att.process_stages[f"p{3 * MAX_KNOWN - 1}"] == (f"a{3 * MAX_KNOWN - 1}", f"b{3 * MAX_KNOWN - 1}")
+
+
+def test_the_real_command_stays_small_on_huge_stage_lists(tmp_path):
+    """20 lines of 900 kB ``stages=[...]`` (151 MiB peak before; 324 MiB at 1 MB each)."""
+    log = tmp_path / "omni.log"
+    with open(log, "w") as f:
+        for i in range(20):
+            names = ", ".join(f"'s{i}_{j}'" for j in range(900_000 // 12))
+            f.write(line(f"stage_workers.p{i}: Process p{i} ready with stages=[{names}]", f"process-p{i}/MainThread")
+                    + "\n")
+    exp = Exporter("--log.path", str(log), "--log.from-beginning", "--gpu.enabled", "false")
+    try:
+        exp.wait_for(lambda m: value(m, "sglang_exporter_log_lines_total", kind="omni", result="parsed") == 20,
+                     "the 20 lines")
+        status = Path(f"/proc/{exp.proc.pid}/status").read_text()
+        peak = int(next(x for x in status.splitlines() if x.startswith("VmHWM:")).split()[1]) * 1024
+        assert peak < 100 << 20, f"peak RSS {peak / (1 << 20):.1f} MiB"
+    finally:
+        assert exp.terminate() == 0

@@ -16,7 +16,7 @@ from conftest import ROOT, samples, value
 from exporter.sources.omni import OmniCollector, OmniPoller
 from exporter.sources.omni.client import Answer
 from exporter_support import Exporter, one_shot
-from omni_http_support import FakeOmni, admin_result, model_info_body, omni_exposition, scheduler_info
+from omni_http_support import QWEN3_OMNI, FakeOmni, admin_result, model_info_body, omni_exposition, scheduler_info
 
 
 @pytest.fixture
@@ -179,3 +179,35 @@ def test_omnis_series_pass_promtool_check_metrics(promtool):
         assert "sglang_omni_" in text
         r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_admin_key_never_follows_a_redirect(omni):
+    """A 302 to another host:port is an http_error; the key is sent to the configured server only."""
+    elsewhere = FakeOmni()
+    try:
+        omni.redirect = f"{elsewhere.url}/model_info"
+        poller = OmniPoller(omni.url, environ={"SGLANG_OMNI_ADMIN_KEY": "s3cret"})
+        poller.run_cycle()
+        assert polls(scrape(poller), "model_info", "http_error") == 1
+        assert elsewhere.seen_auth == []
+    finally:
+        elsewhere.close()
+
+
+def test_an_answer_that_expands_when_parsed_is_refused_before_parsing(omni):
+    """4 MiB of ``{}`` objects (249.5 MiB once parsed, before) through the real command: refused
+    as bad_response at every poll; the peak resident memory stays far under the manifests' 128 MiB."""
+    omni.model_info = b'{"results": [' + b"{}," * ((4 << 20) // 3 - 100) + b"{}]}"  # just under the old 4 MiB cap
+    exp = Exporter("--log.path", "/nonexistent/omni.log", "--gpu.enabled", "false", "--omni.url", omni.url,
+                   "--omni.poll-interval", "0.5", "--omni.timeout", "0.5")
+    try:
+        m = exp.wait_for(lambda m: (polls(m, "model_info", "bad_response") or 0) >= 3, "three refused polls")
+        assert polls(m, "model_info", "ok") == 0
+        with open(f"/proc/{exp.proc.pid}/status") as f:
+            peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) * 1024
+        assert peak < 100 << 20, f"peak RSS {peak / (1 << 20):.1f} MiB"
+        omni.model_info = model_info_body(QWEN3_OMNI)  # a real answer is still taken
+        exp.wait_for(lambda m: value(m, "sglang_omni_stage_waiting_requests", stage="thinker") == 4, "a real answer")
+    finally:
+        exp.terminate()
+    print(f"4 MiB of {{}} objects: peak RSS {peak / (1 << 20):.1f} MiB")

@@ -72,6 +72,15 @@ def test_config_file_larger_than_the_bound_exits_2(tmp_path):
     assert r.returncode == 2 and "larger than" in r.stderr and r.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("value", ["[" * 500 + "]" * 500, "{a = " * 500 + "1" + "}" * 500])
+def test_config_file_nested_500_deep_exits_2_with_one_line(tmp_path, value):
+    deep = tmp_path / "deep.toml"
+    deep.write_text(f"x = {value}\n")  # tomllib recurses per level: a RecursionError traceback before
+    r = _run("--config.file", str(deep), "--log.path", "x")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr[-300:]
+    assert "--config.file" in r.stderr and "too deep" in r.stderr
+
+
 @pytest.mark.parametrize("toml,key,expected,got", [
     ("[log]\npoll_interval = true\n", "[log] poll_interval", "a number", "true (a boolean)"),
     ('[gpu]\nenabled = "no"\n', "[gpu] enabled", "a boolean", "'no' (a string)"),

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import shutil
 
+import pytest
+
 from tail_support import Harness, append, decode_block
 
 
@@ -56,3 +58,42 @@ def test_writer_without_o_append_leaves_nul_hole(tmp_path):
         writer.close()
         h.wait_decode(46, "lines after the NUL hole")
         assert h.stats(log).oversized_lines == 0
+
+
+@pytest.mark.parametrize("follow", ["sglang.log", "sglang.log*"])
+def test_copytruncate_counts_each_line_once(tmp_path, follow):
+    """Following the plain path, the lines written after the last read survive only in the copy:
+    they are read from it, past the offset already read. Following ``sglang.log*``, which matches
+    the copy too, the copy is not read from its first line (that counted every line again)."""
+    log = tmp_path / "sglang.log"
+    log.write_bytes(b"")
+    with Harness(str(tmp_path / follow), poll_interval=5) as h:
+        total = 0
+        for round_ in range(5):
+            append(log, decode_block(40, start=round_))
+            total += 40
+            h.wait_decode(total, f"round {round_}: read before the next lines")
+            append(log, decode_block(10, start=round_ + 1))  # not read yet (no file event for appends)
+            copytruncate(log, tmp_path / "sglang.log.1")  # the copy replaces the previous one
+            total += 10
+        append(log, decode_block(5))
+        h.wait_decode(total + 5, "every line once: the copies' tails included, no copy from its start")
+        assert h.stats(log).truncations == 5
+
+
+def test_a_truncation_grown_back_past_the_offset_is_seen(tmp_path):
+    """Truncated and written past the old read offset before the reader looks again (no file event
+    for either): the changed first bytes tell, and the new content is read from its start."""
+    log = tmp_path / "sglang.log"
+    log.write_bytes(b"")
+    with Harness(log, poll_interval=5) as h:
+        total = 0
+        for round_ in range(4):
+            append(log, decode_block(100, start=round_))
+            total += 100
+            h.wait_decode(total, f"round {round_}: before the truncation")
+            with open(log, "wb") as f:  # truncate and write more than was read, at once
+                f.write(decode_block(300, start=round_ + 3))
+            total += 300
+            h.wait_decode(total, f"round {round_}: the new content from its start")
+        assert h.stats(log).truncations == 4

@@ -18,6 +18,7 @@ from exporter.scheduler.state import SchedulerStates
 from exporter.scheduler.store import SchedulerStore
 from exporter.sources.log.source import LogSource
 from exporter.web import Limits, WebServer, make_app
+from exporter_support import Exporter
 
 
 def _registry():
@@ -186,3 +187,21 @@ def test_real_command_on_ipv6_negotiates_gzip_and_openmetrics_and_filters_by_nam
     finally:
         proc.terminate()
         assert proc.wait(30) == 0
+
+
+def test_gzip_is_sent_only_when_accepted_with_a_quality_above_zero(tmp_path):
+    """``Accept-Encoding: gzip;q=0`` refuses gzip (RFC 9110), on the real command."""
+    log = tmp_path / "sglang.log"
+    log.write_text((CORPUS / "008-retraction-storm-tokens-gained-uvicorn.log").read_text(encoding="utf-8"))
+    exp = Exporter("--log.path", str(log), "--log.from-beginning", "--gpu.enabled", "false")
+    try:
+        cases = {"gzip;q=0": False, "gzip; q=0.0, identity": False, "identity;q=1, *;q=0": False,
+                 "GZIP;Q=0.5": True, "*": True, "br, gzip": True, "gzip;q=0, *;q=1": False, "": False}
+        for accept, wanted in cases.items():
+            req = urllib.request.Request(f"http://127.0.0.1:{exp.port}/metrics", headers={"Accept-Encoding": accept})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                body = r.read()
+                assert (r.headers.get("Content-Encoding") == "gzip") is wanted, accept
+                assert (body[:2] == b"\x1f\x8b") is wanted, accept
+    finally:
+        assert exp.terminate() == 0

@@ -7,7 +7,9 @@ that restarts (its sequence starts again at 0) never makes a counter go down.
 
 Sequence rule (per endpoint, one publisher each): a number above the previous one plus one means
 the messages between were lost (the publisher's or the exporter's ZeroMQ queue was full, or a
-slow subscriber); a number at or below the previous one is a restart of the publisher, not a loss.
+slow subscriber), as long as passes could have been made that fast (:data:`MAX_PASS_RATE` over the
+time since the previous number); a number at or below the previous one, or a jump too far for that
+time, is a restart of the publisher, not a loss.
 Messages a publisher sent before the exporter (re)connected are neither: ZeroMQ's PUB socket drops
 them while nobody subscribes, and the counts start at the connection.
 """
@@ -32,6 +34,13 @@ MODES = ("prefill", "decode", "mixed", "idle")
 #: A forward jump of the sequence larger than this is a new publisher, not lost messages (10 million
 #: is almost 3 hours at 1,000 passes per second; only a restart or damage jumps that far).
 MAX_SEQUENCE_GAP = 10_000_000
+#: Messages per second one publisher can send at most (SGLang's passes run at a few hundred to a
+#: few thousand per second; 100,000 leaves room for a flood over ipc://): a forward jump is counted
+#: ``lost`` only up to this rate over the time since the previous sequence number, plus
+#: :data:`LOST_SLACK` (a burst the ZeroMQ queues dropped at once); a larger one is a new publisher,
+#: so the numbers a publisher sends cannot make ``lost`` grow faster than messages could be sent.
+MAX_PASS_RATE = 100_000
+LOST_SLACK = 100_000
 
 
 _TABLES: dict[tuple[float, ...], list[int]] = {}
@@ -107,6 +116,7 @@ class EndpointStats:
         results: Messages by result (:data:`RESULTS`); ``lost`` counts missing sequence numbers.
         restarts: Times the sequence went back (the publisher restarted).
         last_seq: The latest sequence number received; None before the first message.
+        last_seq_at: Monotonic time the latest sequence number was received (0.0 before the first).
         last_message: Monotonic time of the latest decodable message; None before the first.
         last_message_wall: Wall-clock time of the same.
         schema: The fields the publisher sends (sampled); None before the first decodable map.
@@ -116,6 +126,7 @@ class EndpointStats:
     results: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESULTS, 0))
     restarts: int = 0
     last_seq: int | None = None
+    last_seq_at: float = 0.0
     last_message: float | None = None
     last_message_wall: float | None = None
     schema: Schema | None = None
@@ -162,13 +173,17 @@ class FpmStats:
             ranks = self.ranks
             last = ep.last_seq
             lost = restarts = passes = beats = 0
+            # Missing sequence numbers this batch can plausibly account for (see MAX_PASS_RATE).
+            room = min(MAX_SEQUENCE_GAP, LOST_SLACK + MAX_PASS_RATE * max(0.0, now - ep.last_seq_at))
             for seq, m in messages:
                 if seq is not None:
                     if last is not None:
-                        if seq <= last or seq - last > MAX_SEQUENCE_GAP:
+                        gap = seq - last - 1
+                        if gap < 0 or gap >= room:
                             restarts += 1
-                        elif seq != last + 1:
-                            lost += seq - last - 1
+                        elif gap:
+                            lost += gap
+                            room -= gap
                     last = seq
                 if m.__class__ is str:
                     res[m] += 1
@@ -202,7 +217,8 @@ class FpmStats:
                 r.seconds.observe(wall_time)
                 r.queued = m.queued_requests
                 r.last_pass_wall = wall
-            ep.last_seq = last
+            if last is not None:
+                ep.last_seq, ep.last_seq_at = last, now
             ep.restarts += restarts
             res["lost"] += lost
             res["ok"] += passes

@@ -12,9 +12,14 @@ What it keeps to:
   server restart (an ``ipc://`` socket file that reappears, a TCP port that listens again).
 * **Never blocks a scrape.** Scrapes read :class:`~exporter.sources.fpm.stats.FpmStats` under its
   lock, held only while one drained batch is applied.
-* **Bounded memory at any rate.** Each socket queues at most :data:`RCVHWM` messages; beyond that
-  ZeroMQ drops, and the drop shows as ``lost`` through the sequence numbers. One batch is at most
-  :data:`MAX_BATCH` messages; after a full one the thread reads on without sleeping.
+* **Bounded memory at any rate and any size.** A frame larger than :data:`MAX_FRAME_BYTES` is
+  refused by ZeroMQ (``ZMQ_MAXMSGSIZE``: it drops that connection as a protocol error and, for
+  such an error, would never connect again; a socket monitor sees the disconnect and the thread
+  connects the endpoint again, so the stream resumes and the messages missed show as ``lost``). The sockets together queue at most :data:`QUEUE_BYTES` of such
+  frames: each queues :func:`queue_messages` messages (``ZMQ_RCVHWM`` counts messages, not bytes);
+  beyond that ZeroMQ stops reading, the publisher drops, and the drop shows as ``lost`` through the
+  sequence numbers. One batch is at most :data:`MAX_BATCH` messages; after a full one the thread
+  reads on without sleeping.
 * **Cheap at 1,000 passes per second.** After a batch the thread sleeps ``drain_interval`` (200 ms)
   and lets messages queue, so it wakes about 5 times a second, not once per pass (batches of 200 run
   hot in the CPU cache: 0.8% of a core at 1,000 passes/s against 1.3% with 50 ms).
@@ -35,14 +40,32 @@ from .stats import FpmStats
 
 log = logging.getLogger(__name__)
 
-#: Messages each SUB socket may queue (about 300 bytes each: a few MB per endpoint at most).
-RCVHWM = 10_000
+#: Largest frame accepted (``ZMQ_MAXMSGSIZE``); SGLang's pass message is about 300 bytes.
+MAX_FRAME_BYTES = 4096
+#: Bytes of frames of that size the sockets may queue together, all endpoints.
+QUEUE_BYTES = 32 << 20
+#: Messages one socket queues at most and at least, whatever the number of endpoints.
+RCVHWM, MIN_RCVHWM = 8192, 64
+#: Passes per second one SGLang rank makes at most in practice: the drain interval is shortened so
+#: that a socket's queue holds twice what arrives between two drains.
+PASS_RATE = 1_000
 #: Most messages taken from one socket per batch (the lock is held while one batch is applied).
 MAX_BATCH = 2_000
 #: ZeroMQ reconnect interval and its back-off ceiling, milliseconds.
 RECONNECT_IVL_MS, RECONNECT_IVL_MAX_MS = 100, 2_000
 #: Seconds between two schema samples of one endpoint.
 SCHEMA_EVERY = 1.0
+
+
+def queue_messages(endpoints: int) -> int:
+    """Messages each of ``endpoints`` SUB sockets may queue (``ZMQ_RCVHWM``): :data:`QUEUE_BYTES`
+    shared out in frames of :data:`MAX_FRAME_BYTES`, within :data:`MIN_RCVHWM`..:data:`RCVHWM`
+    (past 128 endpoints the floor wins: 256 endpoints may queue 64 MiB).
+
+    ZeroMQ counts a multipart message once whatever its frames, so a publisher that sends messages
+    of many frames is bounded by the frame size only; SGLang sends three (topic, sequence, payload).
+    """
+    return max(MIN_RCVHWM, min(RCVHWM, QUEUE_BYTES // MAX_FRAME_BYTES // max(1, endpoints)))
 
 
 class FpmSubscriber:
@@ -59,9 +82,13 @@ class FpmSubscriber:
 
     def __init__(self, endpoints: list[str], stats: FpmStats, drain_interval: float = 0.2):
         self.stats = stats
-        self.drain_interval = drain_interval
+        self.rcvhwm = queue_messages(len(endpoints))
+        self.drain_interval = min(drain_interval, self.rcvhwm / (2 * PASS_RATE))
         self._ctx = zmq.Context()
         self._sockets: list[zmq.Socket] = []
+        self._monitors: list[zmq.Socket] = []
+        self._endpoints = list(endpoints)
+        self.reconnects = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._was_up = [False] * len(endpoints)
@@ -73,10 +100,12 @@ class FpmSubscriber:
                 sock = self._ctx.socket(zmq.SUB)
                 self._sockets.append(sock)
                 sock.setsockopt(zmq.LINGER, 0)
-                sock.setsockopt(zmq.RCVHWM, RCVHWM)
+                sock.setsockopt(zmq.RCVHWM, self.rcvhwm)
+                sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
                 sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_IVL_MS)
                 sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_IVL_MAX_MS)
                 sock.setsockopt(zmq.SUBSCRIBE, b"")
+                self._monitors.append(sock.get_monitor_socket(zmq.EVENT_DISCONNECTED))
                 sock.connect(endpoint)
         except zmq.ZMQError:
             self._close()
@@ -102,12 +131,17 @@ class FpmSubscriber:
 
     def _close(self) -> None:
         for sock in self._sockets:
+            try:
+                sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+        for sock in self._monitors + self._sockets:
             sock.close(linger=0)
         self._ctx.term()
 
     def _run(self) -> None:
         poller = zmq.Poller()
-        for sock in self._sockets:
+        for sock in self._sockets + self._monitors:
             poller.register(sock, zmq.POLLIN)
         poll_ms = int(min(0.25, self.stats.timeout / 4) * 1000) or 1
         while not self._stop.is_set():
@@ -117,6 +151,9 @@ class FpmSubscriber:
                 for index, sock in enumerate(self._sockets):
                     if sock in ready:
                         full |= self._drain(index, sock) == MAX_BATCH
+                for index, mon in enumerate(self._monitors):
+                    if mon in ready:
+                        self._reconnect(index, mon)
                 self._check_up()
             except Exception:  # a bug here must not end the thread: log it and keep reading
                 log.exception("FPM subscriber: unexpected error; continuing")
@@ -124,6 +161,28 @@ class FpmSubscriber:
                 self._stop.wait(1.0)
             if ready and not full:  # a full batch means more is waiting: read on at once
                 self._stop.wait(self.drain_interval)
+
+    def _reconnect(self, index: int, monitor: zmq.Socket) -> None:
+        """After a disconnect (the monitor's events): connect the endpoint again. ZeroMQ reconnects
+        by itself after a network error but not after a protocol error (a frame past
+        :data:`MAX_FRAME_BYTES`); connecting again after either is harmless."""
+        events = 0
+        while True:
+            try:
+                monitor.recv_multipart(zmq.NOBLOCK)
+                events += 1
+            except zmq.Again:
+                break
+        if not events:
+            return
+        sock, endpoint = self._sockets[index], self._endpoints[index]
+        try:
+            sock.disconnect(endpoint)
+        except zmq.ZMQError:
+            pass  # the session is gone already (a protocol error ends it)
+        sock.connect(endpoint)
+        self.reconnects += 1
+        log.debug("FPM %s: disconnected; connecting again", endpoint)
 
     def _drain(self, index: int, sock: zmq.Socket) -> int:
         """Read up to :data:`MAX_BATCH` waiting messages of one socket into the stats; returns how many."""

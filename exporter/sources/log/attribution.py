@@ -30,6 +30,11 @@ are held until then (``MultiProcessPipelineRunner started``, the first request o
 :meth:`StageAttribution.finish` at the end of a recorded log), so that the first stage to start is
 not taken for the only one.
 
+What is learnt is bounded whatever the log says: at most :data:`MAX_KNOWN` processes, stages, GPUs
+and start-up names are remembered (the oldest forgotten first), a process's stage list is kept up to
+:data:`MAX_PROCESS_STAGES` names, and a new run forgets the processes the previous one was building
+(start-up lines with ever-new names, or 1 MB ``stages=[...]`` lists, grew it without bound).
+
 Pipeline facts (admissions, rejections) are never dropped: without a stage they are the pipeline's
 (``stage=""``). Not thread-safe: one ingest step (or the report) owns an instance.
 """
@@ -38,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
@@ -62,6 +67,18 @@ _HELD_KINDS = (KvAllocation, CudaGraphCapture)
 _RUN_START_KINDS = ("ar_startup", "building", "lock", "runtime_config")
 #: Most start-up events held (a pipeline prints a few per stage); past it they are decided at once.
 MAX_HELD = 256
+#: Most processes, stages, GPUs and start-up names remembered (a pipeline has a dozen at most).
+MAX_KNOWN = 256
+#: Most stage names kept of one process's ``stages=[...]`` (more than one is "colocated" anyway).
+MAX_PROCESS_STAGES = 16
+
+
+def _put(table: OrderedDict, key, value) -> None:
+    """``table[key] = value``, the newest last, the oldest forgotten past :data:`MAX_KNOWN`."""
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > MAX_KNOWN:
+        table.popitem(last=False)
 
 #: Why a scheduler line has no stage (the warning says which), by reason.
 REASONS = {
@@ -94,11 +111,11 @@ class StageAttribution:
 
     def __init__(self, warn: Callable[[str], None] | None = None):
         self.sglang_stages: set[str] = set()
-        self.process_stages: dict[str, tuple[str, ...]] = {}
+        self.process_stages: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self.unattributed: Counter[str] = Counter()
-        self._building: dict[str, str] = {}        # shim process name -> stage whose scheduler it builds
+        self._building: OrderedDict[str, str] = OrderedDict()  # shim process name -> stage it builds
         self._pending_startup: set[str] = set()    # sglang_ar_startup names since the last runtime line
-        self._pending_lock: dict[str, str] = {}    # GPU -> stage holding its start-up lock, not yet used
+        self._pending_lock: OrderedDict[str, str] = OrderedDict()  # GPU -> stage holding its start-up lock
         self._doubt: tuple[str, ...] = ()          # the stages a runtime line could belong to
         self._settled = False                      # every stage has started (see the module docstring)
         self._held: list[Event] = []               # stock-format start-up events waiting for that
@@ -157,7 +174,8 @@ class StageAttribution:
         with other stages): they are learnt again from this run's start-up lines."""
         self.sglang_stages = set()
         self._pending_startup = set()
-        self._pending_lock = {}
+        self._pending_lock = OrderedDict()
+        self._building = OrderedDict()
         self._doubt = ()
         self._settled = False
 
@@ -182,7 +200,7 @@ class StageAttribution:
             dropped.append((ev, reason))
             return
         if origin.task:
-            self.sglang_stages.add(stage)
+            self._add_stage(stage)
         kept.append(replace(ev, origin=replace(origin, stage=stage, replica=replica or origin.replica)))
 
     def _resolve(self, task: str) -> tuple[str, str, str]:
@@ -221,16 +239,17 @@ class StageAttribution:
         """Learn from a start-up line; a ``runtime_config`` line comes back with the stage it names."""
         kind, task = ev.kind, ev.origin.task
         if kind == "ar_startup":
-            self.sglang_stages.add(ev.stage)
-            self._pending_startup.add(ev.stage)
+            self._add_stage(ev.stage)
+            if len(self._pending_startup) < MAX_KNOWN:
+                self._pending_startup.add(ev.stage)
         elif kind == "process_ready":
             if ev.process:
-                self.process_stages[ev.process] = ev.stages
+                _put(self.process_stages, ev.process, ev.stages[:MAX_PROCESS_STAGES])
         elif kind in ("building", "lock"):
             if task:
-                self._building[task.partition("/")[0]] = ev.stage
+                _put(self._building, task.partition("/")[0], ev.stage)
             if kind == "lock":
-                self._pending_lock[ev.gpu] = ev.stage
+                _put(self._pending_lock, ev.gpu, ev.stage)
         elif kind == "runtime_config":
             stage = ""
             if task:  # the shim names the process: the stage it builds
@@ -239,9 +258,15 @@ class StageAttribution:
             if not stage:
                 stage = self._runtime_stage(ev.gpu)
             if stage:
-                self.sglang_stages.add(stage)
+                self._add_stage(stage)
                 return replace(ev, stage=stage)
         return ev
+
+    def _add_stage(self, stage: str) -> None:
+        """Know ``stage`` as SGLang-backed (at most :data:`MAX_KNOWN`: the store's scheduler cap
+        refuses more anyway)."""
+        if len(self.sglang_stages) < MAX_KNOWN or stage in self.sglang_stages:
+            self.sglang_stages.add(stage)
 
     def _runtime_stage(self, gpu: str) -> str:
         """The stage an unmarked ``SGLang runtime configuration`` line belongs to, or ``""``."""

@@ -11,10 +11,12 @@ Vector):
   its held partial line is flushed and it is closed. The new file is read from offset 0.
 * **Deletion**: like rotation without a successor; the path is reported absent and a file that
   appears there later is read from offset 0.
-* **Truncation** (size below the read offset, ``copytruncate``): the held partial line is flushed,
-  reading restarts at 0, the event is counted. Lines written between the last read and the
-  truncation are lost, and a truncation followed by more writes than were read before it, within
-  one wake-up, cannot be seen at all: ``copytruncate`` is lossy in every tool
+* **Truncation** (size below the read offset, or the file's first bytes changed: a file truncated
+  and grown back past the offset between two checks, ``copytruncate``): the lines written between
+  the last read and the truncation are read from the copy (:mod:`.copies`: a rotated sibling with
+  the same first bytes and the same bytes before the read offset), past the offset already read;
+  then the held partial line is flushed, reading restarts at 0, the event is counted. A copy that
+  a glob matches is not read from its start: its lines are the original's
   (``docs/tailing.md#copytruncate``).
 * **Start position**: an existing file is read from its end at start-up (a restarted exporter must
   not count a file twice; Prometheus handles the counter reset), from 0 with ``from_beginning``.
@@ -46,8 +48,9 @@ from typing import Protocol
 
 from ...limits import DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
 from ...paths import directory_problem, display_path
+from .copies import find_copy, is_copy_of
 from .lines import LineSplitter
-from .missed import unseen_rotated_files
+from .missed import is_rotated_name, unseen_rotated_files
 from .stats import FileStats, LogStats
 
 log = logging.getLogger(__name__)
@@ -78,13 +81,46 @@ class Registry:
 
     def __init__(self, remember: int = 4096):
         self.open: dict[Ident, object] = {}
+        self.readers: dict[Ident, _Reader] = {}
         self.finished: OrderedDict[Ident, tuple[int, bytes]] = OrderedDict()
+        self.copies: OrderedDict[Ident, None] = OrderedDict()  # copytruncate copies: read by nobody
         self._remember = remember
+
+    def mark_copy(self, ident: Ident) -> None:
+        """Record that ``ident`` is a copy of a file read here (its lines are never read from it)."""
+        self.copies[ident] = None
+        self.copies.move_to_end(ident)
+        while len(self.copies) > self._remember:
+            self.copies.popitem(last=False)
+
+    def copy_verdict(self, fd: int, size: int, ident: Ident, real: str) -> str:
+        """Whether the newly opened file ``fd`` (``size`` bytes, identity ``ident``, real path
+        ``real``) is a copy of a file open here: named as its rotated copy, in its directory, and
+        with its content (:func:`~.copies.is_copy_of`). ``"copy"``, ``"no"``, or ``"wait"`` while
+        it is shorter than the original's first bytes and agrees with them so far (a copy being
+        written: ``logrotate`` creates it empty)."""
+        if ident in self.copies:
+            return "copy"
+        directory, name = os.path.split(real)
+        verdict = "no"
+        for other, r in self.readers.items():
+            if other == ident or r.dir != directory or not r.head or not is_rotated_name(name, r.name):
+                continue
+            if size < len(r.head):
+                try:
+                    if os.pread(fd, size, 0) == r.head[:size]:
+                        verdict = "wait"
+                except OSError:
+                    pass
+            elif is_copy_of(fd, size, r.f.fileno(), r.head, r.tail, r.offset):
+                return "copy"
+        return verdict
 
     def finish(self, ident: Ident, offset: int, head: bytes = b"") -> None:
         """Record that the reader of ``ident`` closed it at byte ``offset``; ``head`` is the file's
         first bytes (up to :data:`FINGERPRINT_BYTES`)."""
         self.open.pop(ident, None)
+        self.readers.pop(ident, None)
         self.finished[ident] = (offset, head)
         self.finished.move_to_end(ident)
         while len(self.finished) > self._remember:
@@ -110,7 +146,7 @@ class Registry:
 class _Reader:
     """One open file descriptor with its read position and its line splitter (held partial line)."""
 
-    __slots__ = ("f", "ident", "offset", "lines", "deadline", "size", "dir", "name")
+    __slots__ = ("f", "ident", "offset", "lines", "deadline", "size", "dir", "name", "head", "tail", "pending")
 
     def __init__(self, f, ident: Ident, offset: int, lines: LineSplitter, dir: str = "", name: str = ""):
         self.f = f
@@ -121,6 +157,9 @@ class _Reader:
         self.lines = lines
         self.deadline: float | None = None  # set while draining after rotation or deletion
         self.size = offset
+        self.head = b""  # the file's first bytes (up to FINGERPRINT_BYTES): a rewrite changes them
+        self.tail = b""  # the bytes just before offset (up to FINGERPRINT_BYTES): to find a copy
+        self.pending = False  # maybe a copy being written: not read until that is decided
 
 
 class LineSink(Protocol):
@@ -260,8 +299,8 @@ class Tailer:
                     self._cur = back
                 else:
                     self._open(st, ident)
-            elif st.st_size < self._cur.offset:
-                self._truncated(self._cur)
+            elif self._rewritten(self._cur, st.st_size):
+                fed += self._truncated(self._cur)
             if self._cur is not None and self._cur.ident == ident:
                 self._seen_ns = checked_ns
         fed += self._read_draining(now)
@@ -288,8 +327,8 @@ class Tailer:
                 size = os.fstat(r.f.fileno()).st_size
             except OSError:
                 continue
-            if size < r.offset:
-                self._truncated(r)
+            if self._rewritten(r, size):
+                fed += self._truncated(r)
             if size != r.offset:
                 fed += self._read(r)
         return fed
@@ -373,10 +412,16 @@ class Tailer:
             return
         self._note_error(None)
         offset = 0
-        skipping = False
+        skipping = pending = False
         resumed = reg.resume_offset(ident, f.fileno(), fst.st_size)
         if resumed is not None:
             offset = resumed  # a file already read under another name (glob after rotation)
+        elif (verdict := reg.copy_verdict(f.fileno(), fst.st_size, ident, os.path.realpath(self.path))) != "no":
+            pending = verdict == "wait"  # decided when it has grown (_read)
+            if not pending:
+                offset = fst.st_size  # copytruncate's copy of a file read here: its lines are that file's
+                reg.mark_copy(ident)
+                log.info("%s is a copy of a file being read (copytruncate): not read again", display_path(self.path))
         elif not self._started and not self.from_beginning and fst.st_size > 0:
             offset = fst.st_size
             try:
@@ -394,7 +439,10 @@ class Tailer:
         real = os.path.realpath(self.path)
         r = _Reader(f, ident, offset, LineSplitter(self.max_line_bytes, skipping), *os.path.split(real))
         r.size = fst.st_size
+        r.pending = pending
+        self._fingerprint(r)
         reg.open[ident] = self
+        reg.readers[ident] = r
         self._cur = r
         self._started = True
         if self.stats.opens:  # another file than before at this path: renamed, re-created, link swapped
@@ -436,8 +484,8 @@ class Tailer:
                 size = os.fstat(r.f.fileno()).st_size
             except OSError:
                 size = r.offset
-            if size < r.offset:
-                self._truncated(r)
+            if self._rewritten(r, size):
+                fed += self._truncated(r)
             fed += self._read(r)
             if r.deadline is not None and now >= r.deadline:
                 fed += self._flush(r)
@@ -445,15 +493,77 @@ class Tailer:
                 self._close(r)
         return fed
 
-    def _truncated(self, r: _Reader) -> None:
+    def _fingerprint(self, r: _Reader) -> None:
+        """Take the file's first bytes and those before the read offset, as far as it has them."""
+        n = min(r.offset, FINGERPRINT_BYTES)
+        try:
+            r.head = os.pread(r.f.fileno(), max(n, min(r.size, FINGERPRINT_BYTES)), 0)
+            r.tail = os.pread(r.f.fileno(), n, r.offset - n) if n else b""
+        except OSError:
+            r.head = r.tail = b""
+
+    def _rewritten(self, r: _Reader, size: int) -> bool:
+        """Whether the file was truncated since the last read: smaller than the read offset, or its
+        first bytes are no longer those read (truncated and grown back past the offset)."""
+        if size < r.offset:
+            return True
+        if not r.head:
+            return False
+        try:
+            return os.pread(r.f.fileno(), len(r.head), 0) != r.head
+        except OSError:
+            return False
+
+    def _truncated(self, r: _Reader) -> int:
+        """Read the lines the truncation took from its copy, then restart at 0; returns lines fed."""
         self.stats.truncations += 1
+        fed = self._copy_tail(r)
         log.info("%s was truncated; reading it again from the start", self.path)
-        self._feed(r, r.lines.restart())
+        fed += self._feed(r, r.lines.restart())
         try:
             r.f.seek(0)
         except OSError:
             pass
         r.offset = 0
+        r.head = r.tail = b""
+        return fed
+
+    def _copy_tail(self, r: _Reader) -> int:
+        """Feed what copytruncate's copy holds past the read offset (written after the last read,
+        before the truncation), unless another reader reads the copy as a file of its own."""
+        found = find_copy(self.path, r.ident, r.head, r.tail, r.offset)
+        if found is None:
+            return 0
+        path, st = found
+        ident, reg = (st.st_dev, st.st_ino), self.registry
+        reader = reg.readers.get(ident)
+        if ident in reg.open and ident not in reg.copies and not (reader is not None and reader.pending):
+            return 0  # another reader reads it as a file of its own
+        fed = 0
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return 0
+        try:
+            pos = r.offset
+            while pos < st.st_size:
+                chunk = os.pread(fd, min(READ_CHUNK, st.st_size - pos), pos)
+                if not chunk:
+                    break
+                pos += len(chunk)
+                self.stats.bytes_read += len(chunk)
+                fed += self._consume(r, chunk)
+            head = os.pread(fd, FINGERPRINT_BYTES, 0)
+        except OSError:
+            head = b""
+        finally:
+            os.close(fd)
+        reg.mark_copy(ident)
+        if ident not in reg.open:
+            reg.finished[ident] = (st.st_size, head)
+        log.info("%s: read %d bytes written before the truncation from its copy %s", display_path(self.path),
+                 st.st_size - r.offset, display_path(path))
+        return fed
 
     def _close(self, r: _Reader) -> None:
         try:
@@ -484,6 +594,20 @@ class Tailer:
         except OSError:
             pass
         log_stats = self.log_stats
+        reg = self.registry
+        if r.pending and r.ident not in reg.copies:
+            verdict = reg.copy_verdict(r.f.fileno(), r.size, r.ident, os.path.join(r.dir, r.name))
+            if verdict == "wait":
+                return 0
+            r.pending = False
+            if verdict == "copy":
+                reg.mark_copy(r.ident)
+        if r.ident in reg.copies:  # copytruncate's copy: its lines are the original's
+            r.pending = False
+            if r.offset < r.size:
+                r.offset = r.size
+                r.f.seek(r.offset)
+            return 0
         while r.offset < r.size:
             try:
                 chunk = r.f.read(min(most, r.size - r.offset))
@@ -493,6 +617,11 @@ class Tailer:
             if not chunk:
                 break
             r.offset += len(chunk)
+            r.tail = chunk[-FINGERPRINT_BYTES:] if len(chunk) >= FINGERPRINT_BYTES else \
+                (r.tail + chunk)[-FINGERPRINT_BYTES:]
+            if len(r.head) < FINGERPRINT_BYTES:
+                r.head = r.head + chunk[:FINGERPRINT_BYTES - len(r.head)] if r.offset - len(chunk) == len(r.head) \
+                    else r.head
             self.stats.bytes_read += len(chunk)
             self.stats.behind_bytes = max(0, r.size - r.offset)
             log_stats.progress_at = time.monotonic()

@@ -177,23 +177,81 @@ def regular_matches(pattern: str) -> set[str]:
     """
     directory, name = os.path.split(pattern)
     if has_glob(directory):
-        return {m for m in glob.glob(pattern) if os.path.isfile(m)}
-    hidden_too = name.startswith(".")  # as glob: '*' does not match a leading dot
+        return _deep_matches(pattern)
+    return _matches_in(directory, name, os.DirEntry.is_file)
+
+
+#: Directory entries one relist of a pattern with magic in a directory part looks at, at most.
+MAX_GLOB_ENTRIES = 100_000
+_warned_entries: set[str] = set()
+
+
+def _matches_in(directory: str, name: str, kind: Callable[[os.DirEntry], bool],
+                budget: list[int] | None = None) -> set[str]:
+    """Entries of ``directory`` whose name matches ``name`` (glob rules: ``*`` does not match a
+    leading dot) and that are of ``kind`` (symlinks followed), spelled ``directory/name``. The
+    entries looked at are taken off ``budget[0]``."""
+    hidden_too = name.startswith(".")
     try:
         with os.scandir(directory or ".") as it:
             entries = [e for e in it if hidden_too or not e.name.startswith(".")]
     except OSError:
         return set()
+    if budget is not None:
+        budget[0] -= len(entries)
     names = set(fnmatch.filter([e.name for e in entries], name))
     found = set()
     for e in entries:
         if e.name in names:
             try:
-                if e.is_file():
+                if kind(e):
                     found.add(os.path.join(directory, e.name))
             except OSError:
                 pass
     return found
+
+
+def _deep_matches(pattern: str) -> set[str]:
+    """:func:`regular_matches` for magic in a directory part, without ``glob.glob``'s blow-up.
+
+    The pattern is expanded one part at a time; a directory reached again under another spelling
+    (a symlink to ``.`` or to a parent: a loop) is kept once per part, by device and inode, and so
+    is a matching file, so the work grows with the real directories, not with the spellings (10
+    links to ``.`` under 6 ``*`` parts gave ``glob.glob`` 1,000,000 paths at every relist). At most
+    :data:`MAX_GLOB_ENTRIES` entries are looked at; past it the rest is left out, with a warning.
+    """
+    root = os.sep if pattern.startswith(os.sep) else ""
+    parts = [p for p in pattern.split(os.sep) if p]
+    first = next(i for i, p in enumerate(parts) if has_glob(p))
+    dirs = [root + os.path.join(*parts[:first])] if first else [root]
+    budget = [MAX_GLOB_ENTRIES]
+    for i, part in enumerate(parts[first:], first):
+        last = i == len(parts) - 1
+        kind = os.DirEntry.is_file if last else os.DirEntry.is_dir
+        seen: set[tuple[int, int]] = set()
+        found: list[str] = []
+        for d in dirs:
+            if budget[0] <= 0:
+                if pattern not in _warned_entries:
+                    _warned_entries.add(pattern)
+                    log.warning("%s: more than %d directory entries to look at; matching the first only",
+                                display_path(pattern), MAX_GLOB_ENTRIES)
+                break
+            if has_glob(part):
+                candidates = sorted(_matches_in(d, part, kind, budget))
+            else:
+                c = os.path.join(d, part)
+                candidates = [c] if (os.path.isfile(c) if last else os.path.isdir(c)) else []
+            for c in candidates:
+                try:
+                    st = os.stat(c)
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    found.append(c)
+        dirs = found
+    return set(dirs)
 
 
 def _base_dir(pattern: str) -> str:

@@ -30,6 +30,40 @@ SEPARATORS = ".-_"
 ROTATION_WORDS = ("old", "bak", "prev", "previous")
 
 
+def is_rotated_name(name: str, base: str) -> bool:
+    """Whether ``name`` is a rotated copy's name of the log named ``base`` (``sglang.log.1``,
+    ``sglang.log-20260101``, ``sglang.log.old``; not ``sglang.log.err``, not ``sglang.log.1.gz``)."""
+    if len(name) <= len(base) or not name.startswith(base) or name[len(base)] not in SEPARATORS:
+        return False
+    suffix = name[len(base) + 1:]
+    if not any(c.isdigit() for c in suffix) and suffix.lower() not in ROTATION_WORDS:
+        return False  # sglang.log.err: another log, not a rotated one
+    return not name.endswith(COMPRESSED)
+
+
+def rotated_siblings(path: str) -> list[tuple[os.DirEntry, os.stat_result]]:
+    """The regular, non-empty files next to ``path`` (its target when a symlink) named as its
+    rotated copies (``sglang.log.1``, ``sglang.log-20260101``; not compressed archives, not another
+    program's ``sglang.log.err``), with their ``stat``. An unreadable directory gives ``[]``."""
+    real = os.path.realpath(path)
+    directory, base = os.path.split(real)
+    try:
+        entries = list(os.scandir(directory or "."))
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        if not is_rotated_name(entry.name, base):
+            continue
+        try:
+            st = entry.stat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_size:
+            found.append((entry, st))
+    return found
+
+
 def unseen_rotated_files(path: str, since_ns: int, known: Container[tuple[int, int]],
                          covered: Callable[[str], bool] = lambda p: False) -> list[tuple[str, tuple[int, int]]]:
     """Rotated siblings of ``path`` modified after ``since_ns`` that no reader has seen.
@@ -45,29 +79,10 @@ def unseen_rotated_files(path: str, since_ns: int, known: Container[tuple[int, i
     Returns:
         ``(path, identity)`` of each such file, by name. An unreadable directory gives ``[]``.
     """
-    real = os.path.realpath(path)
-    directory, base = os.path.split(real)
     found = []
-    try:
-        entries = list(os.scandir(directory or "."))
-    except OSError:
-        return []
-    for entry in entries:
-        name = entry.name
-        if len(name) <= len(base) or not name.startswith(base) or name[len(base)] not in SEPARATORS:
-            continue
-        suffix = name[len(base) + 1:]
-        if not any(c.isdigit() for c in suffix) and suffix.lower() not in ROTATION_WORDS:
-            continue  # sglang.log.err: another log, not a rotated one
-        if name.endswith(COMPRESSED):
-            continue
-        try:
-            st = entry.stat()
-        except OSError:
-            continue
+    for entry, st in rotated_siblings(path):
         ident = (st.st_dev, st.st_ino)
-        if (not stat.S_ISREG(st.st_mode) or st.st_size == 0 or st.st_mtime_ns <= since_ns
-                or ident in known or covered(entry.path)):
+        if st.st_mtime_ns <= since_ns or ident in known or covered(entry.path):
             continue
         found.append((entry.path, ident))
     return sorted(found)

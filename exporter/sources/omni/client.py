@@ -4,7 +4,12 @@ Omni's API server (``sglang_omni/serve/openai_api.py``) answers ``GET /health`` 
 /model_info`` as an admin route: with ``SGLANG_OMNI_ADMIN_KEY`` set on the server it wants
 ``Authorization: Bearer <key>`` (401 without one, 403 with a wrong one;
 ``sglang_omni/http/admin_auth.py``). The standard library's client is enough for two small JSON
-GETs on the pod's loopback; proxies from the environment are never used (Omni is a neighbour).
+GETs on the pod's loopback; proxies from the environment are never used (Omni is a neighbour), and
+redirects are never followed (a 3xx is ``http_error``): the admin key goes to the configured
+host:port only. What is parsed is bounded, not only what is read: JSON expands tens of times in
+memory (a 4 MiB answer of ``{}`` objects peaked at 249.5 MiB), so an answer over
+:data:`MAX_BODY_BYTES` or with more than :data:`MAX_JSON_CONTAINERS` objects and arrays is
+``bad_response`` before it is parsed.
 """
 
 from __future__ import annotations
@@ -18,11 +23,23 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Largest answer read (a /model_info of a dozen stages is a few KiB).
-MAX_BODY_BYTES = 4 << 20
+MAX_BODY_BYTES = 256 << 10
+#: Most JSON objects and arrays parsed in one answer (``{`` and ``[`` counted in the raw bytes, those
+#: inside strings included; a dozen stages make about a hundred).
+MAX_JSON_CONTAINERS = 4096
 #: ``result`` values of a poll (``sglang_exporter_omni_polls_total``).
 RESULTS = ("ok", "timeout", "unreachable", "unauthorized", "http_error", "bad_response")
 
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A 3xx is answered as it is (an ``HTTPError``), never followed with the admin key elsewhere."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +87,8 @@ def get_json(url: str, timeout: float, admin_key: str | None = None) -> Answer:
         return Answer("unreachable", detail=f"{type(exc).__name__}: {str(exc)[:200]}")
     if len(raw) > MAX_BODY_BYTES:
         return Answer("bad_response", status, detail=f"answer larger than {MAX_BODY_BYTES} bytes")
+    if raw.count(b"{") + raw.count(b"[") > MAX_JSON_CONTAINERS:
+        return Answer("bad_response", status, detail=f"more than {MAX_JSON_CONTAINERS} JSON objects and arrays")
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError):
