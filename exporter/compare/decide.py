@@ -36,6 +36,10 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.2f}%"
 
 
+def _at(swept: str | None, g: dict) -> str:
+    return f"{swept}={g['value']}" if swept else "the runs' one setting"
+
+
 def _sure(*gs: dict, key: str = USEFUL) -> str:
     if any(g["figures"][key]["n"] < 2 for g in gs):
         return "single run, noise unknown"
@@ -112,7 +116,7 @@ def online(groups: list[dict], swept: str | None, slo: float | None) -> dict:
     nxt = f"; {swept}={above[0]['value']} has {_f(_med(above[0], TTFT), 0, ' ms')}" if above else ""
     sure = _sure(g, key=TTFT)
     return {"value": g["value"], "sure": sure,
-            "text": (f"Online choice: {swept}={g['value']}, the largest setting whose P99 TTFT "
+            "text": (f"Online choice: {_at(swept, g)}, the largest setting whose P99 TTFT "
                      f"{_f(_med(g, TTFT), 0, ' ms')} meets the {slo:g} s target{nxt} ({sure}).")}
 
 
@@ -130,6 +134,6 @@ def offline(groups: list[dict], swept: str | None) -> dict:
     if ties:
         sure += "; within noise of " + ", ".join(f"{swept}={h['value']}" for h in ties)
     return {"value": g["value"], "sure": sure,
-            "text": (f"Offline choice: {swept}={g['value']}, the most useful throughput "
+            "text": (f"Offline choice: {_at(swept, g)}, the most useful throughput "
                      f"({_f(_med(g, USEFUL))} tok/s) with retractions at {_pct(_med(g, RETR))} of batches, under "
                      f"{100 * RETRACTION_RULE:.0f}% ({sure}).")}

@@ -64,7 +64,7 @@ def make_plots(doc: dict, directory: str | None = None) -> dict[str, bytes]:
     ax.set_title("Throughput against " + swept)
     ax.legend(fontsize=8)
     axes_x(ax)
-    out["throughput"] = _png(fig, plt)
+    out["throughput"] = _png(fig)
 
     fig, ax = plt.subplots(figsize=(7, 3.4), dpi=100)
     ys, lo, hi = _series(doc, "p99_ttft_ms")
@@ -84,18 +84,20 @@ def make_plots(doc: dict, directory: str | None = None) -> dict[str, bytes]:
     lines2 = ax2.get_legend_handles_labels()
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=8, loc="upper left")
     ax.set_title("P99 TTFT and retractions against " + swept)
-    out["latency"] = _png(fig, plt)
+    out["latency"] = _png(fig)
     if directory:
         os.makedirs(directory, exist_ok=True)
-        for name, data in out.items():
-            with open(os.path.join(directory, f"compare-{name}.png"), "wb") as f:
-                f.write(data)
+    for name, data in out.items() if directory else ():
+        with open(os.path.join(directory, f"compare-{name}.png"), "wb") as f:
+            f.write(data)
     return out
 
 
-def _png(fig, plt) -> bytes:
+def _png(fig) -> bytes:
+    """The figure as PNG bytes; the figure is closed."""
+    import matplotlib.pyplot as plt
+
     buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png")
+    fig.savefig(buf, format="png", bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()

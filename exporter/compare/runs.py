@@ -43,8 +43,9 @@ class Run:
         logs: the log files read, in order.
         doc: the report document of the logs (:func:`exporter.report.analyse`).
         server_args: the last ``server_args`` line's settings (name -> value as printed), or ``{}``.
-        version: the SGLang release, from the log's ``# version:`` header line or the client file's
-            ``sglang_version`` / ``version`` key; ``None`` when neither says.
+        version: the SGLang release, from the log's ``# version:`` header line, else the client file's
+            ``server_info.version`` (the client asks the server's ``/server_info``) or ``sglang_version``;
+            ``None`` when none says.
         client: the client's result object, or ``None``; ``client_path`` its file;
             ``client_reason`` why there is none.
     """
@@ -150,6 +151,7 @@ def load(spec: str, progress: bool | None = False) -> Run:
         run.client_path = path
         run.client, run.client_reason = read_client(path)
     if run.client is not None and run.version is None:
-        v = run.client.get("sglang_version") or run.client.get("version")
+        info = run.client.get("server_info")
+        v = (info.get("version") if isinstance(info, dict) else None) or run.client.get("sglang_version")
         run.version = str(v) if v is not None else None
     return run

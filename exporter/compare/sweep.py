@@ -2,7 +2,8 @@
 
 A run's settings are its log's ``server_args`` (the last such line), its ceiling from the report's
 ``settings`` when the log has no ``server_args``, and ``sglang_version`` when the log's header or the
-client file says (:mod:`exporter.compare.runs`). :data:`PER_START` names the ``server_args`` that
+client file says (:mod:`exporter.compare.runs`), and the client's load (:data:`LOAD_KEYS`, as
+``load.<key>``). :data:`PER_START` names the ``server_args`` that
 differ on every start without changing what is measured (ports, the random seed SGLang draws,
 paths of this run's files); they are not compared.
 
@@ -23,6 +24,10 @@ from .runs import Run
 PER_START = frozenset({"port", "nccl_port", "dist_init_addr", "random_seed", "metrics_http_port",
                        "forward_pass_metrics_ipc_name", "log_requests_target", "crash_dump_folder",
                        "file_storage_path", "served_model_name_suffix", "bootstrap_port"})
+#: The benchmark client's keys that describe the load (compared as ``load.<key>``: the method wants the
+#: same load for every setting).
+LOAD_KEYS = ("backend", "dataset_name", "request_rate", "max_concurrency", "random_input_len", "random_output_len",
+             "random_range_ratio", "sharegpt_output_len")
 #: The swept value of a run whose log does not give the setting.
 NOT_GIVEN = "not given"
 #: The setting a sweep of the method changes (docs/method.md).
@@ -38,6 +43,9 @@ def settings(run: Run) -> dict[str, str]:
             out["max_running_requests"] = str(ceiling)
     if run.version:
         out["sglang_version"] = run.version
+    for key in LOAD_KEYS:
+        if run.client is not None and run.client.get(key) is not None:
+            out[f"load.{key}"] = str(run.client[key])
     return out
 
 
