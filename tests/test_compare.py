@@ -202,3 +202,16 @@ def test_bad_arguments_exit_2_with_one_line(args, word):
     proc = _cmd("compare", *args, check=False)
     assert proc.returncode == 2, proc.stderr
     assert word in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_method_example_is_what_the_command_prints():
+    """docs/method.md shows the sweep's real output: rerun the command named by its marker and compare."""
+    import re
+
+    text = (ROOT / "docs" / "method.md").read_text(encoding="utf-8")
+    m = re.search(r"<!-- compare-example: sglang-exporter (compare [^>]*?) -->\n```text\n(.*?)\n```\n", text, re.S)
+    assert m, "docs/method.md lost its compare-example marker or the text block after it"
+    out = subprocess.run([sys.executable, "-m", "exporter", *m.group(1).split()], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.rstrip("\n") == m.group(2), "rerun the command and paste its output into docs/method.md"

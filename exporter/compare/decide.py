@@ -32,6 +32,11 @@ def _f(x: float | None, digits: int = 1, unit: str = "") -> str:
     return "n/a" if x is None else f"{x:,.{digits}f}{unit}"
 
 
+def _ms(x: float | None) -> str:
+    """Milliseconds as ``"850 ms"``, from 10 s on as ``"12.3 s"``."""
+    return "n/a" if x is None else f"{x:,.0f} ms" if x < 10000 else f"{x / 1000:,.1f} s"
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.2f}%"
 
@@ -79,7 +84,7 @@ def knee(groups: list[dict], step_rows: list[dict], swept: str | None) -> dict:
             a, b = groups[i], groups[i + 1]
             why = []
             if s["p99_ttft_rises"]:
-                why.append(f"P99 TTFT rises from {_f(_med(a, TTFT), 0, ' ms')} to {_f(_med(b, TTFT), 0, ' ms')}")
+                why.append(f"P99 TTFT rises from {_ms(_med(a, TTFT))} to {_ms(_med(b, TTFT))}")
             if s["retraction_share_rises"]:
                 why.append(f"retractions from {_pct(_med(a, RETR))} to {_pct(_med(b, RETR))} of batches")
             sure = _sure(a, b)
@@ -110,14 +115,14 @@ def online(groups: list[dict], swept: str | None, slo: float | None) -> dict:
         best = min(known, key=lambda g: _med(g, TTFT))
         return {"value": None, "sure": _sure(best, key=TTFT),
                 "text": (f"Online choice: none; no setting meets the P99 TTFT target of {slo:g} s (the lowest, "
-                         f"{_f(_med(best, TTFT), 0, ' ms')} at {swept}={best['value']}).")}
+                         f"{_ms(_med(best, TTFT))} at {swept}={best['value']}).")}
     g = meets[-1]
     above = [h for h in known if h["number"] is not None and g["number"] is not None and h["number"] > g["number"]]
-    nxt = f"; {swept}={above[0]['value']} has {_f(_med(above[0], TTFT), 0, ' ms')}" if above else ""
+    nxt = f"; {swept}={above[0]['value']} has {_ms(_med(above[0], TTFT))}" if above else ""
     sure = _sure(g, key=TTFT)
     return {"value": g["value"], "sure": sure,
             "text": (f"Online choice: {_at(swept, g)}, the largest setting whose P99 TTFT "
-                     f"{_f(_med(g, TTFT), 0, ' ms')} meets the {slo:g} s target{nxt} ({sure}).")}
+                     f"{_ms(_med(g, TTFT))} meets the {slo:g} s target{nxt} ({sure}).")}
 
 
 def offline(groups: list[dict], swept: str | None) -> dict:
