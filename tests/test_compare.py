@@ -160,23 +160,38 @@ def test_a_second_changed_setting_is_named_in_every_format(tmp_path: Path):
     assert not [w for w in _compare_json(LOGS[0], LOGS[1])["warnings"] if "differs" in w]
 
 
-def test_repeats_are_grouped_with_median_and_range(tmp_path: Path):
-    client = json.loads(LOGS[1].with_suffix(".jsonl").read_text().splitlines()[-1])
-    paths = []
-    for i, scale in enumerate((1.0, 1.2, 0.9)):
-        log = shutil.copy(LOGS[1], tmp_path / f"r{i}.log")
-        (tmp_path / f"r{i}.jsonl").write_text(json.dumps({**client, "p99_ttft_ms": client["p99_ttft_ms"] * scale})
-                                              + "\n")
-        paths.append(log)
-    doc = _compare_json(LOGS[0], *paths)
+def _repeats(tmp_path: Path, log: Path, name: str, ttft: list[float]) -> list[Path]:
+    """Copies of one run's log, each with its client file, whose P99 TTFT is each of ``ttft``."""
+    client = json.loads(log.with_suffix(".jsonl").read_text().splitlines()[-1])
+    out = []
+    for i, value in enumerate(ttft):
+        out.append(Path(shutil.copy(log, tmp_path / f"{name}-{i}.log")))
+        (tmp_path / f"{name}-{i}.jsonl").write_text(json.dumps({**client, "p99_ttft_ms": value}) + "\n")
+    return out
+
+
+def test_repeats_are_grouped_with_median_and_range_and_overlaps_are_noise(tmp_path: Path):
+    base = json.loads(LOGS[1].with_suffix(".jsonl").read_text().splitlines()[-1])["p99_ttft_ms"]
+    fours = _repeats(tmp_path, LOGS[0], "four", [base * 0.8, base * 0.95])
+    eights = _repeats(tmp_path, LOGS[1], "eight", [base * 1.2, base, base * 0.9])
+    doc = _compare_json(*eights, *fours)
     assert [g["value"] for g in doc["groups"]] == ["4", "8"]
-    g = doc["groups"][1]
-    assert len(g["runs"]) == 3
-    ttft = g["figures"]["p99_ttft_ms"]
-    assert ttft["n"] == 3 and ttft["median"] == client["p99_ttft_ms"]
-    assert ttft["min"] == client["p99_ttft_ms"] * 0.9 and ttft["max"] == client["p99_ttft_ms"] * 1.2
-    assert g["figures"]["retraction_events"]["spread_ratio"] in (0, None)
-    assert "single run, noise unknown" in doc["knee"]["text"] or doc["knee"]["sure"]
+    four, eight = doc["groups"]
+    assert sorted(four["runs"]) == [3, 4] and sorted(eight["runs"]) == [0, 1, 2]
+    ttft = eight["figures"]["p99_ttft_ms"]
+    assert (ttft["n"], ttft["median"], ttft["min"], ttft["max"]) == (3, base, base * 0.9, base * 1.2)
+    assert ttft["spread_ratio"] == pytest.approx(0.3)
+    # identical logs: no spread; the useful throughput of 4 and 8 differs, outside it: a change
+    useful = [g["figures"]["useful_tokens_per_second"] for g in doc["groups"]]
+    assert useful[0]["min"] == useful[0]["max"] and useful[0]["median"] != useful[1]["median"]
+    step = doc["steps"][0]
+    assert step["useful_within_noise"] is False
+    # the P99 TTFT median rises from 4 (0.8-0.95) to 8 (0.9-1.2), but the ranges overlap: noise, not a rise
+    assert step["p99_ttft_rises"] is False
+    assert "2+ runs per setting" in (doc["offline"]["sure"] or "")
+    # one run per setting: the noise is unknown
+    single = _compare_json(LOGS[0], LOGS[1])
+    assert single["steps"][0]["useful_within_noise"] is None
 
 
 def test_a_missing_client_file_is_na_with_the_reason_and_one_can_be_named(tmp_path: Path):
