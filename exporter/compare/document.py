@@ -54,7 +54,8 @@ def build(runs: list[Run], ttft_slo: float | None = None, sweep_name: str | None
         "columns": [{"key": c.key, "label": c.label, "source": c.source, "kind": c.kind, "unit": c.unit}
                     for c in COLUMNS],
         "runs": [{"spec": r.spec, "logs": r.logs, "client_file": r.client_path, "client_reason": r.client_reason,
-                  "sglang_version": r.version, "setting": s.get(swept, sweep.NOT_GIVEN) if swept else None, "figures": f}
+                  "sglang_version": r.version, "setting": s.get(swept, sweep.NOT_GIVEN) if swept else None,
+                  "figures": f}
                  for r, s, f in zip(runs, all_settings, figs)],
         "groups": groups,
         "steps": step_rows,

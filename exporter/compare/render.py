@@ -79,7 +79,8 @@ def text(doc: dict) -> str:
 
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:75rem;color:#222;padding:0 1rem}
-table{border-collapse:collapse;font-size:.85rem}td,th{padding:.25rem .45rem;border-bottom:1px solid #eee;text-align:right}
+table{border-collapse:collapse;font-size:.85rem}
+td,th{padding:.25rem .45rem;border-bottom:1px solid #eee;text-align:right}
 th{background:#f6f6f6}.kind{color:#777;font-weight:normal}.warn{border-left:4px solid #d62728;background:#fdf0f0;
 padding:.4rem .8rem;margin:.4rem 0}.verdict{border-left:4px solid #2ca02c;background:#f0f9f0;padding:.4rem .8rem;
 margin:.4rem 0}img{max-width:100%;display:block;margin:.8rem 0}.meta{color:#666;font-size:.85rem}"""
