@@ -48,7 +48,8 @@ def _at(swept: str | None, g: dict) -> str:
 def _sure(*gs: dict, key: str = USEFUL) -> str:
     if any(g["figures"][key]["n"] < 2 for g in gs):
         return "single run, noise unknown"
-    return f"{min(g['figures'][key]['n'] for g in gs)}+ runs per setting"
+    ns = sorted({g["figures"][key]["n"] for g in gs})
+    return f"{ns[0]} runs per setting" if len(ns) == 1 else f"{ns[0]}-{ns[-1]} runs per setting"
 
 
 def steps(groups: list[dict], swept: str | None) -> list[dict]:
@@ -115,7 +116,7 @@ def online(groups: list[dict], swept: str | None, slo: float | None) -> dict:
         best = min(known, key=lambda g: _med(g, TTFT))
         return {"value": None, "sure": _sure(best, key=TTFT),
                 "text": (f"Online choice: none; no setting meets the P99 TTFT target of {slo:g} s (the lowest, "
-                         f"{_ms(_med(best, TTFT))} at {swept}={best['value']}).")}
+                         f"{_ms(_med(best, TTFT))} at {_at(swept, best)}; {_sure(best, key=TTFT)}).")}
     g = meets[-1]
     above = [h for h in known if h["number"] is not None and g["number"] is not None and h["number"] > g["number"]]
     nxt = f"; {swept}={above[0]['value']} has {_ms(_med(above[0], TTFT))}" if above else ""
