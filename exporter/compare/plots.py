@@ -73,6 +73,7 @@ def make_plots(doc: dict, directory: str | None = None) -> dict[str, bytes]:
     if doc["rules"]["ttft_slo_seconds"] is not None:
         ax.axhline(doc["rules"]["ttft_slo_seconds"], color="#ff7f0e", linestyle=":", label="TTFT target")
     ax.set_ylabel("P99 TTFT (s)")
+    ax.set_ylim(bottom=0)
     axes_x(ax)
     ax2 = ax.twinx()
     ys, lo, hi = _series(doc, "retraction_share_of_batches")
@@ -80,9 +81,10 @@ def make_plots(doc: dict, directory: str | None = None) -> dict[str, bytes]:
                  capsize=3, color="#d62728", label="retractions (% of batches)")
     ax2.axhline(100 * doc["rules"]["retraction_rule"], color="#d62728", linestyle="--", alpha=0.5, label="5% rule")
     ax2.set_ylabel("retractions (% of batches)")
+    ax2.set_ylim(bottom=0)
     lines = ax.get_legend_handles_labels()
     lines2 = ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=8, loc="upper left")
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=8, loc="lower left")
     ax.set_title("P99 TTFT and retractions against " + swept)
     out["latency"] = _png(fig)
     if directory:
