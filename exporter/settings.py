@@ -179,7 +179,9 @@ class SglangSettings(BaseModel):
         DEFAULT_DECODE_LOG_INTERVAL, ge=DECODE_LOG_INTERVAL_MIN, le=DECODE_LOG_INTERVAL_MAX,
         json_schema_extra={"metavar": "STEPS"},
         description="Decode steps per 'Decode batch' line (SGLang's "
-        "--decode-log-interval). A decode_log_interval= value in the log's server_args line wins.")
+        "--decode-log-interval). A decode_log_interval value in the log's server_args line wins; "
+        "when neither gives it, SGLang's default is assumed, labelled source=\"default\" and warned about "
+        "(SGLang Omni never prints server_args: set it there).")
     chunked_prefill_size: int | None = Field(
         None, ge=CHUNKED_PREFILL_SIZE_MIN, le=CHUNKED_PREFILL_SIZE_MAX, json_schema_extra={"metavar": "TOKENS"},
         description="SGLang's --chunked-prefill-size, used only when the log "

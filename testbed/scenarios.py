@@ -36,10 +36,12 @@ FPM_NAME = "fpm"
 
 @dataclass(frozen=True)
 class Start:
-    """One server start: its flags (``{fpm}`` is replaced by the stream's ``ipc://`` name) and its load."""
+    """One server start: its flags (``{fpm}`` is replaced by the stream's ``ipc://`` name), its load
+    and environment variables of its own (``(name, value)`` pairs)."""
 
     flags: tuple[str, ...]
     load: Load
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ class Scenario:
         try:
             for i, start in enumerate(self.starts):
                 flags = [f.replace("{fpm}", self.fpm_endpoint(out)) for f in start.flags]
-                server = Server(version, flags, out / "server.log")
+                server = Server(version, flags, out / "server.log", dict(start.env))
                 if before_start:
                     before_start(i, server)
                 t0 = time.time()
@@ -176,10 +178,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
                                     "--forward-pass-metrics-ipc-name", "{fpm}"),
                     Load(num_prompts=80, input_len=200, output_len=200, rate=8.0, seed=2)),),
              fpm_ranks=1),
+    # SGLang 0.5.23's CPU engine binds each rank to a NUMA node unless told which cores each gets
     Scenario("dp2", "(d) --dp-size 2: two schedulers, one log",
              (Start(("--dp-size", "2", "--max-total-tokens", "20000", "--max-running-requests", "16",
                      "--decode-log-interval", "5"),
-                    Load(num_prompts=30, input_len=200, output_len=60, rate=4.0, seed=6)),)),
+                    Load(num_prompts=30, input_len=200, output_len=60, rate=4.0, seed=6),
+                    env=(("SGLANG_CPU_OMP_THREADS_BIND", "0|1"),)),)),
     Scenario("priority", "(e) --enable-priority-scheduling, requests of two priorities",
              (Start(("--enable-priority-scheduling", "--max-total-tokens", "3000", "--max-running-requests", "8",
                      "--decode-log-interval", "5"),

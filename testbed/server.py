@@ -42,10 +42,12 @@ class Server:
         version: SGLang release (a key of :data:`stack.RELEASES`), built by :func:`stack.build`.
         flags: The scenario's own flags, after :data:`BASE_FLAGS`.
         log: The log file; each start appends to it (a restart continues the same file).
+        env: Environment variables of this start, on top of the test bed's.
     """
 
-    def __init__(self, version: str, flags: list[str], log: Path):
+    def __init__(self, version: str, flags: list[str], log: Path, env: dict[str, str] | None = None):
         self.version, self.flags, self.log = version, list(flags), log
+        self.env = dict(env or {})
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
         self._log_start = 0
@@ -63,7 +65,7 @@ class Server:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log.stat().st_size if self.log.exists() else 0
         env = dict(os.environ, SGLANG_USE_CPU_ENGINE="1", CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1",
-                   TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+                   TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", **self.env)
         cmd = [str(stack.python(self.version)), "-m", "sglang.launch_server",
                "--model-path", str(stack.model_dir()), *BASE_FLAGS,
                "--host", "127.0.0.1", "--port", str(self.port), *self.flags]
