@@ -40,9 +40,12 @@ LABEL org.opencontainers.image.title="sglang-exporter" \
       org.opencontainers.image.licenses="Apache-2.0"
 # Same base image as the build stage, so the venv's interpreter links stay valid.
 COPY --from=build /opt/sglang-exporter /opt/sglang-exporter
+# Every interface of the container, set explicitly: the container's network is the boundary, and
+# `--demo` alone would listen on the container's loopback only (unreachable through -p).
 ENV PATH=/opt/sglang-exporter/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    SGLANG_EXPORTER_WEB__LISTEN_ADDRESS=0.0.0.0:18400
 # nobody-style numeric user and group; no home directory or writable path is needed.
 USER 65532:65532
 EXPOSE 18400

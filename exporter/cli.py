@@ -178,6 +178,14 @@ def _warn_no_scheduler_lines(log_source: LogSource) -> ExitStatus:
     return ExitStatus.OK
 
 
+def listen_address(settings: Settings) -> str:
+    """The HOST:PORT to serve on: ``--web.listen-address``, except that ``--demo`` without that setting
+    listens on the loopback interface only (the README's demo is for this machine)."""
+    if settings.demo and "listen_address" not in settings.web.model_fields_set:
+        return f"127.0.0.1:{parse_listen_address(settings.web.listen_address)[1]}"
+    return settings.web.listen_address
+
+
 def _serve(settings: Settings, store: SchedulerStore) -> int:
     from .web import WebServer, make_app
 
@@ -229,7 +237,8 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
     registry = build_registry(store, log_source, settings.sglang.idle_after, gpu,
                               fpm.collector if fpm is not None else None,
                               OmniCollector(omni_poller) if omni_poller is not None else None)
-    host, port = parse_listen_address(settings.web.listen_address)
+    listen = listen_address(settings)
+    host, port = parse_listen_address(listen)
 
     def health() -> tuple[bool, str]:
         ok, reason = log_source.health()  # the reader waits or makes progress, not merely "its thread lives"
@@ -255,7 +264,7 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
         log_source.stop()
         if fpm is not None:
             fpm.stop()
-        error(f"cannot listen on {settings.web.listen_address} (--web.listen-address): {exc.strerror or exc}")
+        error(f"cannot listen on {listen} (--web.listen-address): {exc.strerror or exc}")
         return ExitStatus.RUNTIME
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -151,8 +151,9 @@ class WebSettings(BaseModel):
 
     listen_address: str = Field(
         f":{DEFAULT_PORT}", json_schema_extra={"metavar": "HOST:PORT"},
-        description=f"HOST:PORT to serve on; ':{DEFAULT_PORT}' listens on every interface, '127.0.0.1:0' "
-        "picks a free loopback port, '[::1]:PORT' for IPv6.")
+        description=f"HOST:PORT to serve on; ':{DEFAULT_PORT}' listens on every interface (--demo without "
+        f"this setting: 127.0.0.1:{DEFAULT_PORT} only), '127.0.0.1:0' picks a free loopback port, '[::1]:PORT' "
+        "for IPv6.")
     telemetry_path: str = Field("/metrics", json_schema_extra={"metavar": "URL_PATH"},
                                 description="Path under which metrics are served.")
 

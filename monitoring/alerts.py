@@ -9,6 +9,8 @@ not-firing case in ``deploy/prometheus/tests/sglang-alerts.test.yml``.
 
 from __future__ import annotations
 
+from exporter import method
+
 from .config import FPM, LOG, NATIVE, Config
 from .promql import (by, indent, num, percent, prefer, prefer_condition, scheduler_ref, short_seconds, source,
                      the_last, words)
@@ -94,7 +96,8 @@ def scheduler_alerts(cfg: Config) -> list[Alert]:
               "warning", 'A large share of SGLang\'s throughput is recomputation ("fake throughput").',
               f"""Scheduler {who} spent {{{{ $value | humanizePercentage }}}} of its computed tokens on recomputing
               retracted requests (threshold {percent(recompute.threshold)}) for {words(recompute.for_)}; the reported
-              tokens/s overstate useful work by that share.""",
+              tokens/s overstate useful work by share / (1 - share) ({method.overstatement(recompute.threshold):.0%}
+              at the threshold, {method.overstatement(0.18):.0%} at 18%).""",
               "Share of computed tokens that are recomputed tokens of retracted requests (the sidecar only)."),
         Alert("SGLangQueueGrowing",
               prefer_condition(cfg, "queue_requests", growing_cond, {s: source(queue, s) for s in (LOG, NATIVE)}),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from collections.abc import Mapping
 
+from exporter import method
 from exporter.metrics.defs import SCHEDULER_LABELS
 
 #: Where each alert's ``runbook_url`` points: this file plus ``#<alert name in lower case>`` (GitHub's
@@ -48,14 +49,15 @@ class Alerting:
 
 def _alerts() -> Mapping[str, Alerting]:
     return MappingProxyType({
-        # method.md: more than 5% of batches with a retraction means the ceiling is too high.
-        "SGLangRetractionRatioHigh": Alerting(threshold=0.05, for_="15m", keep_firing_for="10m"),
+        # method.md: more than 5% of batches with a retraction means the ceiling is too high. The method's
+        # thresholds are defined once, in exporter.method, which the report uses too.
+        "SGLangRetractionRatioHigh": Alerting(threshold=method.RETRACTION_RULE, for_="15m", keep_firing_for="10m"),
         # mean KV-cache occupancy over the batches of the rate window
         "SGLangKVCacheSaturated": Alerting(threshold=0.95, for_="15m"),
         # decode batch p50 below threshold x max_running_requests while mean KV occupancy > guard
-        "SGLangBatchBoundByKV": Alerting(threshold=0.5, guard=0.9, for_="30m"),
+        "SGLangBatchBoundByKV": Alerting(threshold=method.BOUND_BY_KV_BATCH_SHARE, guard=method.BOUND_BY_KV_USAGE, for_="30m"),
         # recomputed tokens of retracted requests / all computed tokens
-        "SGLangRecomputeShareHigh": Alerting(threshold=0.1, for_="15m"),
+        "SGLangRecomputeShareHigh": Alerting(threshold=method.RECOMPUTE_SHARE_HIGH, for_="15m"),
         # queue slope in requests per minute (least squares over window) while more than guard wait
         "SGLangQueueGrowing": Alerting(threshold=3, window="15m", guard=10, for_="15m"),
         # queue wait, seconds: the p90 of SGLang's measured queue_time_seconds where SGLang's metrics are
@@ -174,8 +176,8 @@ class Config:
     #: method.md sections 3 and 5: configure the running-request ceiling at 60-70% of the requests
     #: the KV pool holds (fragmentation, length variance). Recorded as the safe capacity; the
     #: Capacity dashboard offers the choices below.
-    safety_factor: float = 0.7
-    safety_factor_choices: tuple[float, ...] = (0.6, 0.7, 0.8)
+    safety_factor: float = method.SAFETY_FACTOR
+    safety_factor_choices: tuple[float, ...] = method.SAFETY_FACTOR_CHOICES
 
     #: Which scrape jobs are sglang-exporter sidecars (SGLangExporterDown); adapt to your scrape config.
     exporter_job_selector: str = 'job=~".*sglang.*"'

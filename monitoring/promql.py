@@ -13,6 +13,18 @@ from collections.abc import Callable
 from .config import Config
 
 
+#: Histograms of whole numbers (requests per batch) with whole-number bucket bounds: their
+#: ``histogram_quantile`` is rounded up (``ceil``). Prometheus interpolates linearly inside a bucket
+#: ``(n-1, n]``, so every batch of 1 request reads as a p50 of 0.5; rounded up it is 1, and in general
+#: the rounded value lies within the bucket's whole numbers, never below every observation.
+WHOLE_HISTOGRAMS = ("sglang_scheduler_batch_size", "sglang_scheduler_forward_pass_requests")
+
+
+def whole_quantile(expr: str) -> str:
+    """A ``histogram_quantile`` expression of a :data:`WHOLE_HISTOGRAMS` histogram, rounded up."""
+    return f"ceil(\n{indent(expr)}\n)"
+
+
 def selector(metric: str, *matchers: str) -> str:
     """``metric{m1, m2}`` (no braces when there is no matcher); empty matchers are skipped."""
     inner = ", ".join(m for m in matchers if m)

@@ -18,7 +18,7 @@ over the split values.
 from __future__ import annotations
 
 from .config import FPM, LOG, NATIVE, Config
-from .promql import by, divide, indent, num, per_group, prefer, source, summed
+from .promql import by, divide, indent, num, per_group, prefer, source, summed, whole_quantile
 from .rulefile import Group, Recording
 
 HEADER = """\
@@ -63,10 +63,13 @@ PRIORITY_TOTAL = 'priority=""'
 
 
 def _quantile_rules(cfg: Config, name: str, bucket_read: str, comment: str, quantiles: tuple[float, ...],
-                    src: str, record=None) -> list[Recording]:
-    """``histogram_quantile`` of an already aggregated bucket rate, one rule per quantile."""
+                    src: str, record=None, whole: bool = False) -> list[Recording]:
+    """``histogram_quantile`` of an already aggregated bucket rate, one rule per quantile; ``whole``:
+    of a histogram of whole numbers, rounded up (:data:`~monitoring.promql.WHOLE_HISTOGRAMS`)."""
     record = record or cfg.record
-    return [Recording(record(name, "histogram_quantile_rate{w}"), f"histogram_quantile({num(q)},\n{indent(bucket_read)}\n)",
+    rounded = whole_quantile if whole else (lambda e: e)
+    return [Recording(record(name, "histogram_quantile_rate{w}"),
+                      rounded(f"histogram_quantile({num(q)},\n{indent(bucket_read)}\n)"),
                       f"{num(q)} quantile of {comment}", labels={"quantile": num(q), "source": src})
             for q in quantiles]
 
@@ -79,7 +82,8 @@ def _batch_size_rules(cfg: Config, src: str, metric: str, phase: str, counted: s
         return per_group(cfg, lambda s: f"rate({s}[{w}])", f"{metric}_{part}", f'phase="{phase}"', split=split)
 
     rules = _quantile_rules(cfg, f"{phase}_batch_size", rate("bucket", ("le",)),
-                            f"the actual {phase} batch size ({counted}).", cfg.batch_quantiles, src)
+                            f"the actual {phase} batch size ({counted}; rounded up: whole requests).",
+                            cfg.batch_quantiles, src, whole=True)
     rules.append(Recording(cfg.record(f"{phase}_batch_size", "mean_rate{w}"), divide(cfg, rate("sum"), rate("count")),
                            f"Mean actual {phase} batch size ({counted}).", labels={"source": src}))
     return rules
@@ -106,6 +110,9 @@ def log_rules(cfg: Config) -> list[Recording]:
         return Recording(R(name, operation), expr, comment, labels={"source": LOG})
 
     on = f"on ({by(cfg)})"
+    growth = per_group(cfg, lambda s: f"delta({s}[{w}])", "sglang_scheduler_queue_requests")
+    admitted = per_group(cfg, lambda s: f"increase({s}[{w}])", "sglang_scheduler_admitted_requests_total")
+    grew = f"{growth} > 2\nand {on}\n{growth} > {on}\n0.1 * {admitted}"
     return [
         rule("batches", "rate{w}", summed(cfg, rate("sglang_scheduler_batches_total", split=("phase",))),
              "Prefill batches plus decode steps per second of one scheduler (replicas: max per phase, then the "
@@ -148,8 +155,11 @@ def log_rules(cfg: Config) -> list[Recording]:
         rule("queue_request_seconds", "rate{w}", rate("sglang_scheduler_queue_request_seconds_total"),
              "Time-weighted queue length (mean number of waiting requests)."),
         rule("queue_wait_seconds", "mean_rate{w}",
-             divide(cfg, log("queue_request_seconds", "rate{w}"), log("admitted_requests", "rate{w}")),
-             "Mean queue wait by Little's law: mean queue length / admission rate (every SGLang version)."),
+             f"(\n{indent(divide(cfg, log('queue_request_seconds', 'rate{w}'), log('admitted_requests', 'rate{w}')))}\n)"
+             f"\nunless {on}\n(\n{indent(grew)}\n)",
+             "Mean queue wait by Little's law: mean queue length / admission rate (every SGLang version); "
+             "absent while the queue grows over the window by more than max(2, 10% of the admissions) "
+             "(exporter.method.queue_steady: then it is no wait time, as the report says n/a)."),
         *_batch_size_rules(cfg, LOG, "sglang_scheduler_batch_size", "decode", "#running-req of Decode batch lines"),
         *_batch_size_rules(cfg, LOG, "sglang_scheduler_batch_size", "prefill", "#new-seq of Prefill batch lines"),
         rule("kv_usage_observed", "mean_rate{w}",
@@ -170,14 +180,17 @@ def log_rules(cfg: Config) -> list[Recording]:
              "per decode step; per output token with speculative decoding). Stands in for SGLang's inter-token "
              "latency where its own metrics are not scraped."),
         rule("kv_tokens_per_request", "mean{w}",
-             divide(cfg, over_time("sglang_scheduler_kv_used_tokens"), over_time("sglang_scheduler_running_requests")),
-             "Observed KV tokens held per running request (#token / #running-req, time-weighted over the window)."),
+             divide(cfg, rate("sglang_scheduler_decode_kv_tokens_total"),
+                    rate("sglang_scheduler_decode_kv_requests_total")),
+             "Observed KV tokens held per running request: sum of #token / sum of #running-req over the Decode "
+             "batch lines of the window (exporter.method.kv_tokens_per_request, as the report computes it)."),
         rule("kv_capacity_requests", "estimate{w}",
              divide(cfg, log("max_total_tokens", "max"), log("kv_tokens_per_request", "mean{w}")),
              "Requests the KV pool can hold at the observed mean footprint."),
-        rule("kv_capacity_requests", "safe{w}", f"{num(cfg.safety_factor)} * {log('kv_capacity_requests', 'estimate{w}')}",
+        rule("kv_capacity_requests", "safe{w}",
+             f"floor({num(cfg.safety_factor)} * {log('kv_capacity_requests', 'estimate{w}')})",
              f"SAFETY FACTOR {num(cfg.safety_factor)} (method.md section 3/5): the ceiling to configure for offline "
-             f"work (fragmentation, length variance)."),
+             f"work (fragmentation, length variance), whole requests (exporter.method.safe_capacity)."),
         rule("max_running_requests_per_safe_capacity", "ratio{w}",
              divide(cfg, log("max_running_requests", "max"), log("kv_capacity_requests", "safe{w}")),
              "Configured ceiling / safe KV capacity in requests: above 1 the ceiling can only be reached by "

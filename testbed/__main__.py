@@ -1,4 +1,4 @@
-"""``python3 -m testbed build [VERSION ...]`` | ``run SCENARIO OUT [--version V]`` | ``keep RUN_DIR NAME FEATURES``."""
+"""``python3 -m testbed build [VERSION ...]`` | ``run SCENARIO OUT [--version V]`` | ``keep RUN_DIR NAME FEATURES`` | ``figures RECORDS``."""
 
 from __future__ import annotations
 
@@ -22,7 +22,14 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("run_dir", type=Path)
     k.add_argument("name", help="corpus file name without .log, e.g. 060-real-0.5.23-kv-pressure")
     k.add_argument("features", help="the INDEX features, comma-separated")
+    f = sub.add_parser("figures", help="the sidecar's figures beside SGLang's counters, per kept run")
+    f.add_argument("records", type=Path)
     args = p.parse_args(argv)
+    if args.cmd == "figures":
+        from .figures import main as figures
+
+        print(figures(args.records))
+        return 0
     if args.cmd == "keep":
         from .keep import keep
 

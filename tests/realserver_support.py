@@ -72,6 +72,15 @@ class LiveRun:
         return sum(one(self.sglang(i), name, **labels) for i in range(len(self.run.starts)))
 
 
+def records_root(tmp_path_factory) -> Path:
+    """Where runs keep their records: ``$SGLANG_EXPORTER_TESTBED_RECORDS`` (kept after the session,
+    e.g. for a closing note or ``python3 -m testbed keep``), else a pytest temporary folder."""
+    import os
+
+    env = os.environ.get("SGLANG_EXPORTER_TESTBED_RECORDS")
+    return Path(env) if env else tmp_path_factory.mktemp("testbed")
+
+
 def live_run(version: str, name: str, root: Path) -> LiveRun:
     """Run scenario ``name`` on SGLang ``version`` under ``root`` with the sidecar following it."""
     scenario = scenarios.SCENARIOS[name]
@@ -98,6 +107,14 @@ def live_run(version: str, name: str, root: Path) -> LiveRun:
                 break
             time.sleep(0.2)
         assert read >= size, f"the sidecar read {read} of {size} bytes of the log"
+        # the stream may lag the log: the server has stopped, so wait until its count stands still
+        count, still = None, 0
+        while scenario.fpm_ranks and still < 3 and time.monotonic() < deadline:
+            text = sidecar.get("/metrics")[1]
+            now = sum(series(text, "sglang_exporter_fpm_messages_total"))
+            still = still + 1 if now == count else 0
+            count = now
+            time.sleep(0.5)
         live.final = text
     finally:
         sidecar.terminate()
@@ -107,4 +124,8 @@ def live_run(version: str, name: str, root: Path) -> LiveRun:
                                    capture_output=True, text=True).stdout
     live.report = json.loads(subprocess.run([*command(), "report", log, "--format", "json"], check=True,
                                             capture_output=True, text=True).stdout)
+    # kept beside SGLang's records, for a reader comparing the two
+    (out / "sidecar-final.prom").write_text(live.final)
+    (out / "one-shot.prom").write_text(live.one_shot)
+    (out / "report.json").write_text(json.dumps(live.report, indent=1))
     return live

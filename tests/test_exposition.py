@@ -46,7 +46,8 @@ def stable(text: str) -> str:
 
 def whole_exposition(monkeypatch) -> str:
     monkeypatch.chdir(ROOT)
-    store = SchedulerStore(SchedulerStates())
+    # as the command builds it without --sglang.decode-log-interval: the interval is the default
+    store = SchedulerStore(SchedulerStates(decode_log_interval_source="default"))
     log = LogSource([SAMPLE], store, from_beginning=True)
     log.read_all()
     poller, _ = fake_gpu_poller()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from conftest import samples, value
 from prometheus_client import CollectorRegistry, generate_latest
-from scheduler_support import DECODE, PREFILL, feed
+from scheduler_support import DECODE, PREFILL, feed, scrape
 
 from exporter.limits import MAX_SCHEDULERS
 from exporter.scheduler.state import REJECT_REASONS
@@ -19,6 +19,17 @@ def test_malformed_lines_are_counted_and_not_applied():
     assert p.stats.lines[("decode", "malformed")] == 1
     assert p.stats.lines[("other", "ignored")] == 1
     assert p.store.states.schedulers == {}
+
+
+def test_decode_line_cut_short_is_malformed_not_a_batch():
+    # issue 24, 7: a Decode line cut after its token count (a crash, a truncated copy) is damaged: it is
+    # no batch and sets no kv_used_tokens of 12 beside the previous line's usage of 1.0
+    whole = DECODE.format(s=0, tags="", r=70, t=87000, q=0).replace("0.81", "1.00")
+    p = feed([whole, "[2026-09-13 16:06:01] Decode batch, #running-req: 70, #token: 12"])
+    assert p.stats.lines[("decode", "malformed")] == 1 and p.stats.lines[("decode", "parsed")] == 1
+    m = scrape(p)
+    assert value(m, "sglang_scheduler_kv_used_tokens", stage="", dp_rank="0") == 87000
+    assert value(m, "sglang_scheduler_batches_total", stage="", dp_rank="0", phase="decode") == 40
 
 
 def test_garbage_rank_tags_cannot_grow_series_without_bound():

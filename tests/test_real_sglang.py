@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import samples
-from realserver_support import live_run, one, require_stack, series
+from realserver_support import live_run, one, records_root, require_stack, series
 
 from testbed import stack
 
@@ -28,7 +28,7 @@ def version(request):
 def _run(version, name, tmp_path_factory):
     key = (version, name)
     if key not in _RUNS:
-        _RUNS[key] = live_run(version, name, tmp_path_factory.mktemp("testbed"))
+        _RUNS[key] = live_run(version, name, records_root(tmp_path_factory))
     return _RUNS[key]
 
 
@@ -124,12 +124,20 @@ def test_every_decode_step_is_counted_at_interval_one(kv):
 
 def test_the_stream_counts_every_pass_after_the_warm_up(kv):
     """Exact: the stream's passes equal SGLang's between the server's ready point and the end (the
-    warm-up passes come before the subscription is complete; both are read at the same scrape)."""
+    warm-up passes come before the subscription is complete; both are read at the same scrape), less
+    the messages the sidecar counted as lost from the publisher's sequence numbers (none on a quiet
+    machine; on a loaded one ZeroMQ may drop a few, and each is counted, never hidden)."""
     ready = next(side for i, label, _, side in kv.pairs if label == "ready")
+    lost = sum(series(kv.final, "sglang_exporter_fpm_messages_total", result="lost"))
+    assert lost <= 0.01 * sum(series(kv.final, "sglang_exporter_fpm_messages_total"))
+    got_all = want_all = 0.0
     for phase in ("prefill", "decode"):
         got = one(kv.final, "sglang_scheduler_forward_passes_total", mode=phase) - \
             one(ready, "sglang_scheduler_forward_passes_total", mode=phase)
-        assert got == kv.sglang_delta("sglang:cuda_graph_passes_total", mode=f"{phase}_none"), phase
+        want = kv.sglang_delta("sglang:cuda_graph_passes_total", mode=f"{phase}_none")
+        assert got <= want <= got + lost, (phase, got, want, lost)
+        got_all, want_all = got_all + got, want_all + want
+    assert want_all - got_all <= lost
 
 
 def test_recomputed_tokens_are_the_freed_kv_of_the_retracted_requests(kv):

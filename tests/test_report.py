@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import os
 import subprocess
 import sys
@@ -130,7 +131,9 @@ def test_storm_queue_and_latency():
     assert q["queue_request_seconds"] == pytest.approx(123)
     assert q["time_weighted_mean_depth"] == pytest.approx(123 / 13)
     assert q["admitted_requests"] == 2
-    assert q["mean_wait_seconds_littles_law"] == pytest.approx(61.5)
+    # the queue grew (0 -> 29): Little's law gives no wait time, n/a as docs/report.md says (issue 24, 4)
+    assert q["mean_wait_seconds_littles_law"] is None
+    assert "grew from 0 to 29" in q["not_available"]["mean_wait_seconds_littles_law"]
     assert (q["depth_first"], q["depth_last"]) == (0, 29)
     assert q["steady_state"] is False and q["verdict"]["code"] == "not_steady"
     assert q["arrival_rate_per_second"] == pytest.approx((2 + 29 - 9) / 13)
@@ -287,6 +290,32 @@ def test_baseline_on_two_real_logs():
     assert not cmp["server_args_diff"]["baseline_has_server_args"]
     out = text(cmp)
     assert "cannot compare: server_args line missing" in out and "<- worse" in out
+
+
+def _doc(computed: float, useful: float, recompute: float, retraction: float) -> dict:
+    return {"throughput": {"computed_tokens_per_second": computed, "useful_tokens_per_second": useful,
+                           "recompute_share": recompute},
+            "retractions": {"share_of_batches": retraction},
+            "queue_latency": {"mean_wait_seconds_littles_law": None},  # n/a: neither queue was steady
+            "startup": {"server_args": {}}}
+
+
+def test_baseline_judges_useful_throughput_not_computed():
+    # issue 24, 3: computed tokens/s +21.6% while useful tokens/s -22.7% and the recompute share +29 points
+    old, new = _doc(1000.0, 950.0, 0.05, 0.01), _doc(1216.0, 734.35, 0.34, 0.04)
+    cmp = compare(old, new)
+    rows = {r["key"]: r for r in cmp["figures"]}
+    assert rows["throughput.computed_tokens_per_second"]["change_ratio"] == pytest.approx(0.216)
+    assert rows["throughput.computed_tokens_per_second"]["flag"] == "worse"
+    assert rows["throughput.useful_tokens_per_second"]["flag"] == "worse"
+    assert cmp["judgement"]["code"] == "regression"
+    assert "useful tokens/s" in cmp["judgement"]["text"] and "recomputed work" in cmp["judgement"]["text"]
+    # a Little's-law wait that neither run can give is not called better or worse
+    assert rows["queue_latency.mean_wait_seconds_littles_law"]["flag"] is None
+    # the other way round: useful throughput rose, the run is better whatever the computed figure did
+    cmp = compare(new, old)
+    assert cmp["judgement"]["code"] == "improvement"
+    assert {r["key"]: r for r in cmp["figures"]}["throughput.computed_tokens_per_second"]["flag"] == "changed"
 
 
 SERVER_ARGS = ("[2026-09-13 16:05:00] server_args=ServerArgs(model_path='/models/qwen', tp_size=1, "
@@ -590,3 +619,13 @@ def test_closed_stdout_exits_1_naming_standard_output(args, prog):
     assert proc.returncode == 1, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1  # was an AttributeError traceback
     assert err.startswith(f"{prog}: error: standard output: "), err
+
+
+def test_html_opens_with_its_verdicts_in_words_and_no_internal_code(tmp_path):
+    # issue 24: the page opens with a summary of its verdicts; no code such as kv_memory shown in bold
+    out = tmp_path / "r.html"
+    assert cli.main(["report", "--format", "html", "--output", str(out), str(STORM)]) == 0
+    page = out.read_text()
+    assert page.index('id="summary"') < page.index('id="batch-size"')
+    assert "Throughput-first" in page[page.index('id="summary"'):page.index('id="batch-size"')]
+    assert not re.search(r"<b>[a-z_]+</b>", page)

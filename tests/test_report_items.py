@@ -407,3 +407,64 @@ def test_start_up_line_wins_over_the_kv_allocation_line():
            "max_running_requests=64, context_len=32768, available_gpu_mem=60.10 GB")
     k = from_lines([KV_2026, cap])["kv_capacity"]
     assert (k["capacity_tokens"], k["capacity_source"]) == (480000, "start-up line")
+
+
+# -- issue 24: no figure contradicts the bounds its own log gives, no word contradicts a figure ------
+
+def test_wait_longer_than_the_log_is_not_a_steady_wait():
+    # a queue that drains from 51 to 2 with one visible admission (an excerpt with gaps): Little's law
+    # would give a wait far longer than the 23-s log; it is n/a and the queue is not called steady
+    lines = [decode(f"10:00:{s:02d}", 8, 800, "0.10", queue=q) for s, q in ((0, 51), (10, 50), (20, 49))]
+    lines += [prefill("10:00:21", 1, 100, queue=3), decode("10:00:23", 8, 800, "0.10", queue=2)]
+    q = from_lines(lines)["queue_latency"]
+    assert q["admitted_requests"] == 1 and q["queue_request_seconds"] > 23
+    assert q["mean_wait_seconds_littles_law"] is None
+    assert "longer than the log" in q["not_available"]["mean_wait_seconds_littles_law"]
+    assert q["steady_state"] is False and q["verdict"]["code"] != "steady"
+
+
+def test_decode_step_no_longer_than_the_time_between_two_decode_lines():
+    # gen throughput 0.50 with 13 running requests says 26 s a step; the previous Decode line, 40 steps
+    # earlier, is 2 s before: that line breaks the log's bound and is left out; slow steps within
+    # the bound all count (no filter against the median: issue 23's 172 real slow steps)
+    lines = [decode("10:00:00", 13, 900, "0.10", gen="520.00"), decode("10:00:01", 13, 900, "0.10", gen="520.00"),
+             decode("10:00:03", 13, 900, "0.10", gen="0.50"),
+             decode("10:00:30", 13, 900, "0.10", gen="26.00")]  # 0.5 s a step, 27 s after the previous line
+    q = from_lines(lines)["queue_latency"]
+    assert q["decode_step_lines"] == 2  # the first line starts the log (its interval is unseen)
+    assert q["decode_step_seconds"] == pytest.approx((0.025 + 0.5) / 2)
+    assert q["decode_step_seconds_per_line"]["max"] == pytest.approx(0.5)
+
+
+def test_omni_lines_without_a_stage_are_said_as_such(tmp_path, capsys):
+    # the real SGLang Omni start-up lines of corpus 050 (no stage is named SGLang-backed), then five
+    # scheduler lines under Omni's logging format: unattributed, for the reason the attribution gives
+    omni = CORPUS / "050-sglang-omni-python-logging-comma-ms-bracket-level.log"
+    head = [line for line in omni.read_text().splitlines() if not line.startswith("# ")]
+    lines = head + [f"2026-03-14 12:12:0{i},100 [INFO] sglang.srt.managers.scheduler: Decode batch, #running-req: 4, "
+                    "#token: 900, token usage: 0.01, cuda graph: True, gen throughput (token/s): 100.00, "
+                    "#queue-req: 0" for i in range(5)]
+    path = tmp_path / "omni.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert cli.main(["report", str(path)]) == ExitStatus.OK
+    out, err = capsys.readouterr()
+    assert "5 SGLang Omni lines and none attributed to a stage" in err
+    assert "no SGLang scheduler line" not in err
+    assert "no start-up line of SGLang Omni named its SGLang-backed stage" in out
+    assert "several stages" not in out.split("6. Are several priorities")[0]
+    assert "2026-03-14 12:11:55" in out and "no time stamps" not in out and "no timestamps" not in out
+
+
+def test_a_tiny_log_concludes_no_regime_and_no_never():
+    doc = from_lines([prefill("10:00:00", 1, 20), "[2026-01-01 10:00:00] INFO: started",
+                      "[2026-01-01 10:00:01] INFO: ok", "[2026-01-01 10:00:02] INFO: done"])
+    assert doc["scenario"]["verdict"]["code"] == "unknown"
+    assert "Latency-first" not in doc["scenario"]["verdict"]["text"]
+    assert "never ran out" not in doc["retractions"]["verdict"]["text"]
+
+
+def test_capacity_of_several_dp_ranks_says_per_rank():
+    k = from_files(CORPUS / "024-dp-attention-mtp-dp-tp-tags.log")["kv_capacity"]
+    assert (k["dp_ranks"], k["capacity_scope"]) == (5, "per DP rank")
+    assert "per DP rank" in k["verdict"]["text"]
+    assert "per DP rank (5 ranks)" in text(from_files(CORPUS / "024-dp-attention-mtp-dp-tp-tags.log"))

@@ -66,7 +66,8 @@ def test_two_stages_without_the_shim_are_no_stage_and_the_report_says_why():
     assert doc["stages"] == {} and doc["schedulers"] == []
     assert doc["lines"]["unattributed"] == {"decode": 10, "kv_allocation": 2, "omni": 2, "retraction": 2}
     assert doc["batch_size"]["decode"]["count"] == 0  # merged into nothing, at the top level either
-    assert "unattributed: 16 SGLang Omni lines of several stages" in text(doc)
+    assert ("unattributed: 16 SGLang Omni lines in no stage's figures: SGLang Omni runs 2 SGLang-backed stages "
+            "(talker_ar, thinker)") in text(doc)
 
 
 def test_one_stage_without_the_shim_is_named_by_its_start_up_line():

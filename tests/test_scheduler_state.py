@@ -258,3 +258,33 @@ def test_several_servers_in_one_glob_bound_by_the_largest_dp_size():
     p = feed([SERVER_ARGS.format(tp=1, dp=4), SERVER_ARGS.format(tp=1, dp=1),
               DECODE.format(s=0, tags=" DP3", r=1, t=1, q=0)])
     assert list(p.store.states.schedulers) == [("", "3")]
+
+
+# -- issue 24: the live figures agree with the report ------------------------------------------------
+
+def test_kv_tokens_after_a_prefill_line_are_not_the_previous_decode_lines():
+    # Prefill lines print no #token: the gauge of the latest stats line is absent after one, not the
+    # Decode line's 80000 beside the Prefill line's usage; the per-request footprint is counted on the
+    # Decode lines only (sum of #token / sum of #running-req), as the report computes it.
+    lines = [DECODE.format(s=1, tags="", r=40, t=80000, q=0), DECODE.format(s=2, tags="", r=10, t=10000, q=0),
+             PREFILL.format(s=3, tags="", n=1, t=100, q=0)]
+    m = scrape(feed(lines))
+    assert value(m, "sglang_scheduler_kv_used_tokens", stage="", dp_rank="0") is None
+    assert value(m, "sglang_scheduler_running_requests", stage="", dp_rank="0") == 1
+    assert value(m, "sglang_scheduler_decode_kv_tokens_total", stage="", dp_rank="0") == 90000
+    assert value(m, "sglang_scheduler_decode_kv_requests_total", stage="", dp_rank="0") == 50
+    m = scrape(feed(lines[:2]))
+    assert value(m, "sglang_scheduler_kv_used_tokens", stage="", dp_rank="0") == 10000
+
+
+def test_a_start_up_line_ends_the_queue_integral_of_the_run_before_it():
+    # The demo's loop seam, or a restarted server appending to its log: the queue of 29 left by the
+    # last line before the start-up line is not held for the 30 s until the next run's first line.
+    cap = ("[2026-09-13 16:06:20] max_total_num_tokens=87552, chunked_prefill_size=2048, max_prefill_tokens=16384, "
+           "max_running_requests=2048, context_len=32768, available_gpu_mem=1.91 GB")
+    lines = [DECODE.format(s=10, tags="", r=8, t=100, q=29), DECODE.format(s=11, tags="", r=8, t=100, q=29),
+             cap, PREFILL.format(s=50, tags="", n=1, t=100, q=0)]
+    m = scrape(feed(lines))
+    assert value(m, "sglang_scheduler_queue_request_seconds_total", stage="", dp_rank="0") == 29
+    without = scrape(feed(lines[:2] + lines[3:]))
+    assert value(without, "sglang_scheduler_queue_request_seconds_total", stage="", dp_rank="0") == 29 + 29 * 39

@@ -86,6 +86,14 @@ ROWS = (
        "an estimate",
        "Estimated decode tokens: per Decode batch line, #running-req x decode-log interval x accept len "
        "(accept len 1 without speculative decoding)."),
+    _m("sglang_scheduler_decode_kv_tokens_total", COUNTER, S, "tokens", "counter.decode_kv_tokens",
+       "#token, #full token (2025-06+) or #gpu token (HiSparse, 2026-04+) of Decode batch lines",
+       "KV tokens held by the running requests, summed over the Decode batch lines that print a token count "
+       "and running requests; KV tokens per running request = rate(this) / "
+       "rate(sglang_scheduler_decode_kv_requests_total) (exporter.method.kv_tokens_per_request)."),
+    _m("sglang_scheduler_decode_kv_requests_total", COUNTER, S, "requests", "counter.decode_kv_requests",
+       "#running-req of Decode batch lines that print a token count",
+       "#running-req summed over the Decode batch lines counted by sglang_scheduler_decode_kv_tokens_total."),
     _m("sglang_scheduler_admitted_requests_total", COUNTER, S, "requests", "counter.admitted_requests",
        "Prefill batch line #new-seq and #new-token; chunked_prefill_size of the capacity line or server_args",
        "Requests admitted from the waiting queue: #new-seq of Prefill batch lines, less the continuing "
@@ -129,7 +137,8 @@ ROWS = (
        "batch line; for hybrid pools the maximum over the device pools."),
     _m("sglang_scheduler_kv_used_tokens", GAUGE, S, "tokens", "latest.kv_used_tokens",
        "#token, #full token (2025-06+) or #gpu token (HiSparse, 2026-04+) of the latest stats line",
-       "KV tokens in use: #token (#full token, #gpu token) of the latest stats line."),
+       "KV tokens in use: #token (#full token, #gpu token) of the latest stats line; absent while the latest "
+       "stats line prints none (Prefill batch lines)."),
     _m("sglang_scheduler_pending_tokens", GAUGE, S, "tokens", "latest.pending_tokens",
        "#pending-token of the latest Prefill batch line (2026-04+)",
        "Tokens of all waiting requests: #pending-token of the latest Prefill batch line (2026-04+)."),

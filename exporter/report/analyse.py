@@ -36,6 +36,8 @@ def analyse(rec: Recorder, inputs: list[InputFile], window: float = 10.0,
     """
     doc = _analyse(rec.stage_view(""), inputs, window, model_config, kv_bytes, expect, enforce_domains)
     doc["lines"]["unattributed"] = {k: n for (k, result), n in sorted(rec.lines.items()) if result == "unattributed"}
+    # why, as the attribution found it (one stage unnamed, several stages, a doubtful start-up line)
+    doc["lines"]["unattributed_reasons"] = [text.split(". Put ")[0] for text in rec.attribution_reasons]
     doc["stages"] = {}
     for stage in rec.stages:
         sub = _analyse(rec.stage_view(stage), inputs, window, model_config, kv_bytes, expect, enforce_domains)

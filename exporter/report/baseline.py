@@ -28,7 +28,8 @@ COMPARED = (
     ("retractions.peak_window_share", "peak window retraction share", "share", -1),
     ("throughput.recompute_share", "recompute share", "share", -1),
     ("throughput.cache_hit_ratio", "cache-hit ratio", "share", +1),
-    ("throughput.computed_tokens_per_second", "computed tokens/s", "rate", +1),
+    # computed tokens count recomputed work: their rise is no gain (see :func:`judge`)
+    ("throughput.computed_tokens_per_second", "computed tokens/s", "rate", 0),
     ("throughput.useful_tokens_per_second", "useful tokens/s", "rate", +1),
     ("kv_capacity.capacity_tokens", "KV capacity (tokens)", "tokens", +1),
     ("kv_capacity.mean_tokens_per_running_request", "KV tokens per running request", "tokens", 0),
@@ -56,6 +57,44 @@ def _get(doc: dict, dotted: str):
     return cur
 
 
+#: What the method values, in order (method.md): useful throughput, then the retraction share, then
+#: the tails; a figure of a later tier decides only where the earlier ones did not move.
+JUDGED = (
+    ("throughput.useful_tokens_per_second",),
+    ("retractions.share_of_batches", "throughput.recompute_share"),
+    ("queue_latency.queue_wait_seconds.p99", "queue_latency.e2e_latency_seconds.p99", "batch_size.decode.p99"),
+)
+
+
+def judge(rows: list[dict]) -> dict:
+    """The comparison's verdict by what the method values (:data:`JUDGED`): ``regression``,
+    ``improvement``, ``unchanged`` or ``unknown`` (no judged figure in both runs), with a sentence.
+
+    A computed tokens/s that rose while useful tokens/s fell is flagged ``worse`` on its row: the rise
+    is recomputed work ("fake throughput"), and the run is a regression."""
+    by = {r["key"]: r for r in rows}
+    computed, useful = by["throughput.computed_tokens_per_second"], by["throughput.useful_tokens_per_second"]
+    if (computed["change_ratio"] or 0) > 0 and (useful["change_ratio"] or 0) < 0:
+        computed["flag"] = "worse"
+    present = [k for tier in JUDGED for k in tier if by.get(k) and by[k]["baseline"] is not None
+               and by[k]["current"] is not None]
+    if not present:
+        return {"code": "unknown", "text": "Neither useful tokens/s, the retraction share nor a tail figure is "
+                "given by both runs: no verdict."}
+    for tier in JUDGED:
+        flags = {k: by[k]["flag"] for k in tier if k in by and by[k]["flag"] in ("better", "worse")}
+        worse = [by[k]["label"] for k, v in flags.items() if v == "worse"]
+        better = [by[k]["label"] for k, v in flags.items() if v == "better"]
+        if worse:
+            extra = (" although computed tokens/s rose: the rise is recomputed work"
+                     if computed["flag"] == "worse" and tier == JUDGED[0] else "")
+            return {"code": "regression", "text": f"Regression: {', '.join(worse)} worse{extra}."}
+        if better:
+            return {"code": "improvement", "text": f"Improvement: {', '.join(better)} better."}
+    return {"code": "unchanged", "text": "No change beyond the threshold in useful tokens/s, the retraction share "
+            "or the tails."}
+
+
 def compare(old: dict, new: dict, threshold: float = 0.10) -> dict:
     """Side-by-side figures of two report documents with changes flagged, plus the ``server_args``
     difference (see the module docstring). ``threshold``: finite, >= 0."""
@@ -75,6 +114,7 @@ def compare(old: dict, new: dict, threshold: float = 0.10) -> dict:
         rows.append({"key": key, "label": label, "kind": kind, "baseline": a, "current": b,
                      "change_ratio": change if change is None or math.isfinite(change) else None,
                      "change_points": points, "flag": flag})
+    judgement = judge(rows)
     sa_old, sa_new = old["startup"]["server_args"], new["startup"]["server_args"]
     diff = {
         "baseline_has_server_args": bool(sa_old),
@@ -86,13 +126,14 @@ def compare(old: dict, new: dict, threshold: float = 0.10) -> dict:
     verdicts = {sec: [_get(old, sec + ".code"), _get(new, sec + ".code")] for sec in (
         "batch_size.bound", "retractions.verdict", "throughput.verdict", "kv_capacity.verdict",
         "queue_latency.verdict", "scenario.verdict")}
-    return {"schema": BASELINE_SCHEMA, "threshold": threshold, "figures": rows,
+    return {"schema": BASELINE_SCHEMA, "threshold": threshold, "judgement": judgement, "figures": rows,
             "flagged": sum(1 for r in rows if r["flag"]), "verdicts": verdicts,
             "server_args_diff": diff, "baseline": old, "current": new}
 
 
 def domains(document) -> Record:
     """The domains of a baseline document, given those of a single report ``document``."""
-    return Record({"schema": LABEL, "threshold": AMOUNT, "figures": ListOf(FIGURE), "flagged": COUNT,
+    return Record({"schema": LABEL, "threshold": AMOUNT, "judgement": FREE, "figures": ListOf(FIGURE),
+                   "flagged": COUNT,
                    "verdicts": MapOf(FREE), "server_args_diff": FREE, "baseline": document, "current": document})
 

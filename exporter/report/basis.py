@@ -145,6 +145,16 @@ class Basis:
     tp_source: str | None
     pd_decode: bool
 
+    @property
+    def no_time(self) -> str:
+        """Why figures over time are n/a when no scheduler line carries a time stamp: the log has none
+        at all, or only its other lines have them (the span section shows those)."""
+        if self.rec.first_time is None:
+            return "the log has no time stamps"
+        if not (self.decode or self.prefill or self.rec.scheduler_lines):
+            return "no scheduler line in the figures"
+        return "no scheduler line of the log carries a time stamp; its other lines do"
+
     def total(self, name: str) -> float:
         """A counter of the scheduler state summed over schedulers (each the max over its replicas)."""
         return sum(s.counter(name) for s in self.rec.states.schedulers.values())

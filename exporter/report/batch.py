@@ -4,11 +4,14 @@ Figures (all from the scheduler's stats lines, exact per logged step; percentile
 ``decode``: ``#running-req`` per ``Decode batch`` line; ``prefill``: ``#new-seq`` per ``Prefill
 batch`` line; ``at_ceiling_share``: Decode lines whose batch reached ``max_running_requests``;
 ``kv_usage``: the largest device-pool usage per Decode line; ``queue_empty_share``: stats lines with
-``#queue-req: 0``. The verdict ``bound`` says what limited the batch.
+``#queue-req: 0``. The verdict ``bound`` says what limited the batch: the ceiling (the batch at it in
+:data:`~exporter.method.AT_CEILING_SHARE` of the steps), KV memory (retractions, or
+:func:`exporter.method.bound_by_kv` as SGLangBatchBoundByKV reads it), arrivals or a mix.
 """
 
 from __future__ import annotations
 
+from .. import method
 from .basis import Basis
 from .domains import COUNT, LABEL, POSITIVE, REASONS, SHARE, VERDICT, Dist, Figures, verdict
 from .fmt import pct
@@ -46,15 +49,19 @@ def section(b: Basis) -> dict:
     empty = f.set("queue_empty_share", (sum(1 for q in queues if q == 0) / len(queues)) if queues else None,
                   "no stats line printed #queue-req")
     retractions = b.total("retractions")
+    # the mean KV occupancy over every Prefill/Decode line, as SGLangBatchBoundByKV reads it
+    occupancy = [r.kv_ratio for r in b.decode + b.prefill if r.kv_ratio is not None]
+    kv_mean = sum(occupancy) / len(occupancy) if occupancy else None
+    p50 = percentile(sorted(dsizes), 50) if dsizes else None
     if not dsizes:
         bound = verdict("unknown", "No Decode batch lines: the log cannot say what bounded the batch.")
-    elif at_ceiling is not None and at_ceiling >= 0.5:
+    elif at_ceiling is not None and at_ceiling >= method.AT_CEILING_SHARE:
         bound = verdict("ceiling", f"The running batch sat at the configured ceiling of {ceiling} in "
                  f"{pct(at_ceiling, 1)} of logged decode steps: bounded by --max-running-requests.")
-    elif retractions > 0 or (kv["p90"] is not None and kv["p90"] >= 0.9):
+    elif retractions > 0 or method.bound_by_kv(p50, ceiling, kv_mean):
         bound = verdict("kv_memory", "Bounded by KV memory: "
                  + (f"{plural(retractions, 'retraction')}, " if retractions else "")
-                 + f"KV usage p90 {pct(kv['p90'], 0)}, max {pct(kv['max'], 0)}, "
+                 + f"mean KV usage {pct(kv_mean, 0)}, p90 {pct(kv['p90'], 0)}, max {pct(kv['max'], 0)}, "
                  + f"decode batch p50 {percentile(sorted(dsizes), 50):,}"
                  + (f" below the ceiling of {ceiling}" if ceiling else " (ceiling unknown)")
                  + (f", with requests waiting in {pct(1 - empty, 0)} of stats lines"

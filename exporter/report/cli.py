@@ -157,6 +157,14 @@ def _warn_empty(runs: list[tuple[str, list[InputFile], dict]]) -> bool:
     assumed decode_log_interval; True when a whole run has none."""
     empty_run = False
     for name, inputs, doc in runs:
+        unattributed = sum(doc["lines"].get("unattributed", {}).values())
+        if unattributed and not any(i.scheduler_lines for i in inputs):
+            # scheduler lines there are, but no stage's: say so, not "no scheduler line"
+            print(f"{PROG}: warning: {unattributed:,} SGLang Omni line{'s' if unattributed != 1 else ''} "
+                  f"and none attributed to a stage: "
+                  + "; ".join(doc["lines"].get("unattributed_reasons") or ["their stage is not known"]),
+                  file=sys.stderr)
+            continue
         for i in inputs:
             if i.scheduler_lines == 0:
                 what = "the file is empty" if i.lines == 0 else f"{i.lines:,} line{'s' if i.lines != 1 else ''} read"

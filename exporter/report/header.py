@@ -24,7 +24,8 @@ SCHEMA = "sglang-exporter-report/1"
 INPUTS = ListOf(Record({"path": LABEL, "bytes": COUNT, "lines": COUNT, "oversized_lines": COUNT,
                         "scheduler_lines": COUNT}))
 LINES = Record({"parsed": MapOf(COUNT), "malformed": MapOf(COUNT), "ignored": COUNT,
-                "values_rejected": MapOf(COUNT), "unattributed": MapOf(COUNT)})
+                "values_rejected": MapOf(COUNT), "unattributed": MapOf(COUNT),
+                "unattributed_reasons": ListOf(LABEL)})
 SPAN = Record({"first": LABEL, "last": LABEL, "seconds": AMOUNT, "stats_seconds": AMOUNT,
                "active_seconds": AMOUNT, "idle_gaps": COUNT, "idle_gap_cap_seconds": AMOUNT,
                "timestamps": FLAG, "timestamped_lines": COUNT, "time_of_day_only": FLAG})

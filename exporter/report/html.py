@@ -33,7 +33,18 @@ def _verdict(v: dict | None) -> str:
     if not v:
         return ""
     cls = "bad" if v["code"] in _BAD else "ok" if v["code"] in _OK else ""
-    return f'<div class="verdict {cls}" data-code="{_e(v["code"])}"><b>{_e(v["code"])}</b>: {_e(v["text"])}</div>'
+    # the code is for machines (data-code); the reader gets the sentence
+    return f'<div class="verdict {cls}" data-code="{_e(v["code"])}">{_e(v["text"])}</div>'
+
+
+def _summary(doc: dict) -> str:
+    """The page's opening: each section's verdict in its own words, the worrying ones marked."""
+    items = []
+    for name, _, v in sections(doc):
+        if v:
+            cls = "bad" if v["code"] in _BAD else "ok" if v["code"] in _OK else ""
+            items.append(f'<li class="{cls}">{_e(name.split(" ", 1)[-1])}: {_e(v["text"])}</li>')
+    return f'<section id="summary"><h2>Summary</h2><ul>{"".join(items)}</ul></section>' if items else ""
 
 
 def _img(name: str, images: dict[str, bytes], alt: str) -> str:
@@ -47,6 +58,7 @@ def _single(doc: dict, images: dict[str, bytes], heading: str) -> str:
     parts = [f"<h1>{_e(heading)}</h1>", '<p class="meta">' + "<br>".join(_e(x) for x in header(doc)) + "</p>"]
     stages = doc.get("stages") or {}
     if doc["schedulers"] or not stages:
+        parts.append(_summary(doc))
         parts.append(_body(doc, images))
     for name, sub in stages.items():  # SGLang Omni: one block per stage (the plots show plain SGLang's only)
         parts.append(f'<section class="stage" id="stage-{_e(name)}"><h1>Stage {_e(name)}</h1>'
@@ -92,7 +104,8 @@ def html(doc: dict, images: dict[str, bytes]) -> str:
         diff += "".join(f"<li>~ {_e(k)}: {_e(a)} &rarr; {_e(b)}</li>" for k, (a, b) in d["changed"].items())
         if not (d["baseline_has_server_args"] and d["current_has_server_args"]):
             diff += "<li>cannot compare: a log has no server_args line</li>"
-        body = (f"<h1>Baseline comparison</h1><section id=\"comparison\"><table><tr><th>figure</th><th>baseline</th>"
+        body = (f"<h1>Baseline comparison</h1><p id=\"judgement\">{_e(doc['judgement']['text'])}</p>"
+                f"<section id=\"comparison\"><table><tr><th>figure</th><th>baseline</th>"
                 f"<th>current</th><th>change</th><th>flag</th></tr>{rows}</table></section>"
                 f"<section id=\"server-args-diff\"><h2>server_args difference</h2><ul>{diff or '<li>identical</li>'}"
                 f"</ul></section>" + _single(doc["current"], images, "Current run")

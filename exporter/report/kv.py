@@ -22,10 +22,7 @@ from .fmt import num
 from .linedata import _value
 from .stats import distribution, ratio
 
-#: The method's safety factor on the theoretical KV capacity in requests.
-SAFETY_FACTOR = 0.7
-#: Offline work: ceiling at 60-70% of the requests the KV pool holds.
-OFFLINE_RANGE = (0.6, 0.7)
+from ..method import OFFLINE_RANGE, SAFETY_FACTOR, capacity_requests, kv_tokens_per_request, safe_capacity
 
 DOMAINS = {
     "capacity_tokens": COUNT,
@@ -42,6 +39,8 @@ DOMAINS = {
     "recommended_max_running_requests_offline": Range(POSITIVE),
     "max_running_requests": POSITIVE,
     "decode_batch_p99": COUNT,
+    "dp_ranks": COUNT,
+    "capacity_scope": LABEL,
     "model": FREE,
     "verdict": VERDICT,
     "not_available": REASONS,
@@ -130,7 +129,8 @@ def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None =
           else f"not an estimate: the {source} gives the capacity")
     rows, prealloc = _footprints(b)
     running_tokens = sum(u for u, _ in rows)
-    mean_tpr = f.set("mean_tokens_per_running_request", ratio(running_tokens, sum(n for _, n in rows)) if rows else None,
+    mean_tpr = f.set("mean_tokens_per_running_request",
+                     kv_tokens_per_request(running_tokens, sum(n for _, n in rows)) if rows else None,
                      "no Decode line with #token and running requests")
     f.put("tokens_per_running_request", distribution([u / n for u, n in rows], (50, 90)))
     f.set("preallocated_tokens_excluded", (sum(prealloc) / len(prealloc)) if prealloc else None,
@@ -138,7 +138,7 @@ def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None =
           else "no pre-allocated KV in the Decode lines")
     pools: dict[str, float] = {}
     if cap_tokens and mean_tpr:
-        pools["kv"] = cap_tokens / mean_tpr
+        pools["kv"] = capacity_requests(cap_tokens, mean_tpr)
     swa_rows = [r for r in b.decode if r.swa_used is not None and r.running > 0]
     swa = pool_size_estimate([(r.swa_used, r.swa_ratio) for r in swa_rows])
     swa_per_req = ratio(sum(r.swa_used for r in swa_rows), sum(r.running for r in swa_rows))
@@ -160,7 +160,7 @@ def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None =
     few = (f"fewer than {1 / SAFETY_FACTOR:.2f} requests fit at the observed footprint: no whole request is left at "
            f"the {SAFETY_FACTOR:g} safety factor")
     no_reqs = "the capacity in requests is n/a"
-    safe = f.set("safe_ceiling_requests", math.floor(cap_reqs * SAFETY_FACTOR) if cap_reqs is not None else None,
+    safe = f.set("safe_ceiling_requests", safe_capacity(cap_reqs),
                  no_reqs if cap_reqs is None else few)
     offline = None
     if safe:
@@ -169,6 +169,9 @@ def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None =
     ceiling = f.set("max_running_requests", b.ceiling,
                     "the log has neither the start-up capacity line nor server_args")
     f.set("decode_batch_p99", decode_p99, "no Decode lines")
+    # the capacity, the ceilings and the recommendation are those of one scheduler's KV pool
+    ranks = f.set("dp_ranks", len(b.decode_by_sched) or None, "no Decode lines")
+    scope = f.put("capacity_scope", "per DP rank" if ranks and ranks > 1 else "server" if ranks else None)
     kv_model = None
     if model_config is not None:
         per = model_kv_bytes_per_token(model_config, b.tp_size or 1, kv_bytes)
@@ -193,6 +196,10 @@ def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None =
             how = (f"the SWA pool holds {num(cap_reqs)} requests at {num(swa_per_req)} SWA tokens each "
                    f"(the token pool: {num(pools.get('kv'))})")
         text = how + (f", {safe} at the {SAFETY_FACTOR:g} safety factor." if safe else f"; {few}.")
+        if scope == "per DP rank":
+            text += (f" These figures are per DP rank (each of the {ranks} DP ranks has its own KV pool): "
+                     f"--max-running-requests is the ceiling of each rank's scheduler (with DP attention SGLang "
+                     f"divides it among the ranks: {ranks} x the per-rank figure for the server).")
         if ceiling and (not safe or ceiling > safe):
             v = verdict("ceiling_above_safe", text + f" The configured ceiling {ceiling} is above it: the KV pool, "
                         "not the ceiling, decides the batch, and retractions follow.")

@@ -15,10 +15,11 @@ per-request percentiles (``ReqTimeStats`` and ``Finish`` records: exact).
 
 from __future__ import annotations
 
+from .. import method
 from .basis import Basis
 from .domains import AMOUNT, COUNT, FLAG, LABEL, REASONS, VERDICT, Dist, Figures, verdict
 from .fmt import num
-from .stats import distribution, percentile, ratio
+from .stats import distribution, ratio
 from .throughput import seconds_reason
 
 LATENCY_POINTS = (50, 95, 99, 99.9)
@@ -49,10 +50,28 @@ DOMAINS = {
 }
 
 
-#: A Decode line whose interval took more than this many times the median one held idle time (a
-#: pause without a Prefill line to show it, as on a PD decode server): SGLang's gen throughput
-#: counts the silence. Prefill interruptions lengthen an interval far less.
-IDLE_INTERVAL_FACTOR = 10.0
+def _bounded_steps(b: Basis) -> tuple[list[tuple[float, float]], int]:
+    """Per Decode line with gen throughput and running requests, outside idle periods: (seconds per
+    step, seconds per output token) (:func:`exporter.method.decode_step`), and how many lines were
+    left out because their step is longer than the log allows (:func:`exporter.method.decode_step_bound`:
+    the time since the scheduler's previous Decode line over the decode-log interval), as when
+    SGLang's gen throughput counts a silence or a pause as decoding."""
+    timed, over = [], 0
+    for rows in b.decode_by_sched.values():
+        prev = None
+        for r in rows:
+            gap = r.t - prev if r.t is not None and prev is not None else None
+            if r.t is not None:
+                prev = r.t
+            step = method.decode_step(r.running, r.accept_len, r.gen_throughput)
+            if step is None or r.after_idle:
+                continue
+            bound = method.decode_step_bound(gap, b.interval)
+            if bound is not None and step > bound:
+                over += 1
+                continue
+            timed.append((step, step / (r.accept_len or 1.0)))
+    return timed, over
 
 
 def decode_step(b: Basis) -> tuple[float | None, float | None, list[float], str | None, int, str]:
@@ -60,18 +79,18 @@ def decode_step(b: Basis) -> tuple[float | None, float | None, list[float], str 
     reason when n/a).
 
     Lines whose interval may hold idle time are left out: those marked ``DecodeRow.after_idle``, and
-    with gen throughput those whose step time exceeds :data:`IDLE_INTERVAL_FACTOR` x the median one.
-    Their gen throughput and their time stamps both count the silence as if it were decoding.
+    those whose step is longer than the time since the previous Decode line allows
+    (:func:`_bounded_steps`). Every other line counts, the slow ones too.
     """
     kept = [r for rows in b.decode_by_sched.values() for r in rows if not r.after_idle]
-    timed = [(r.running * (r.accept_len or 1.0) / r.gen_throughput, r.running / r.gen_throughput)
-             for r in kept if r.gen_throughput and r.running > 0]
+    timed, over = _bounded_steps(b)
     if timed:
-        median = percentile(sorted(s for s, _ in timed), 50)
-        timed = [(s, o) for s, o in timed if s <= IDLE_INTERVAL_FACTOR * median]
         steps = [s for s, _ in timed]
         return (sum(steps) / len(steps), sum(o for _, o in timed) / len(timed), steps, "gen throughput",
                 len(timed), "")
+    if over:
+        return (None, None, [], None, 0, f"every Decode line's gen throughput gives a step longer than the time "
+                f"since the previous Decode line allows ({over} lines)")
     if not b.decode:
         return None, None, [], None, 0, "no Decode lines"
     if not kept:
@@ -127,13 +146,27 @@ def section(b: Basis) -> dict:
         no_admit = None
         admitted = f.set("admitted_requests", b.admitted)
     f.set("queue_request_seconds", qrs)
-    little = None
-    if no_admit is None:
-        little = f.set("mean_wait_seconds_littles_law", ratio(qrs, admitted) if b.has_time else None,
-                       "the log has no time stamps" if not b.has_time else "no request was admitted in the log")
+    steady = growth is not None and method.queue_steady(q_start, q_end, admitted or 0)
+    little = method.littles_law_wait(qrs, admitted) if no_admit is None and b.has_time and admitted else None
+    # when the queue drained, every request counted waited within the log: no longer than its span
+    beyond = steady and not method.wait_within_log(little, b.stats_seconds)
+    if beyond:
+        steady = False  # the admissions the wait is divided by are not all in the log (gaps, an excerpt)
+    if no_admit is not None:
+        why_little = no_admit
+    elif not b.has_time:
+        why_little = b.no_time
+    elif not admitted:
+        why_little = "no request was admitted in the log"
+    elif growth is None:
+        why_little = no_q
+    elif not steady and not beyond:
+        why_little = (f"the queue grew from {q_start} to {q_end} requests: not a steady state, so Little's law "
+                      "gives no wait time")
     else:
-        f.set("mean_wait_seconds_littles_law", None, no_admit)
-    steady = growth is not None and growth <= max(2, 0.1 * (admitted or 0))
+        why_little = (f"request-seconds queued / admitted requests gives {num(little, 1, ' s')}, longer than the "
+                      f"log's {num(b.stats_seconds, 1, ' s')}: the log does not show every admission")
+    f.set("mean_wait_seconds_littles_law", little if steady else None, why_little)
     f.put("steady_state", steady if firsts else None)
     retracted = int(b.total("retracted_requests"))
     if no_admit or why_t or growth is None:
@@ -156,17 +189,20 @@ def section(b: Basis) -> dict:
     f.put("finish_queue_time_seconds", distribution(rec.finish.queue_time, LATENCY_POINTS))
     f.put("e2e_latency_seconds", distribution(rec.finish.e2e_latency, LATENCY_POINTS))
     if not b.has_time:
-        v = verdict("unknown", "The log has no timestamps: queue wait and rates cannot be derived.")
+        v = verdict("unknown", f"No queue wait or rates: {b.no_time}.")
     elif no_admit:
         v = verdict("unknown", f"No queue wait to derive: {no_admit}.")
     elif not admitted:
         v = verdict("unknown", "No requests were admitted in the log: no queue wait to derive.")
     elif growth is None:
         v = verdict("unknown", f"No queue wait to derive: {no_q}.")
+    elif beyond:
+        v = verdict("not_steady", f"No queue wait to derive: {why_little}.")
     elif not steady:
         v = verdict("not_steady", f"The queue grew from {q_start} to {q_end} requests during the log: not a steady "
-                    f"state, so the Little's-law mean ({num(little, 2, ' s')}) is not a wait time: arrivals exceed "
-                    "service and queued requests wait longer the longer the run.")
+                    f"state, so Little's law gives no wait time (request-seconds queued / admitted: "
+                    f"{num(little, 2, ' s')}): arrivals exceed service and queued requests wait longer the longer "
+                    "the run.")
     else:
         tw = f.values["time_weighted_mean_depth"]
         v = verdict("steady", f"Mean queue wait {num(little, 3, ' s')} by Little's law (time-averaged queue "

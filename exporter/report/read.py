@@ -119,7 +119,9 @@ class Recorder:
                                       chunked_prefill_size=chunked_prefill_size)
         self.lines: Counter[tuple[str, str]] = Counter()
         self.scheduler_lines = 0  # lines the parser read as a scheduler line (all kinds)
-        self.attribution = StageAttribution(warn=lambda text: None)  # the report says it in its header
+        # the report says it in its header: why the lines have no stage, in the sidecar's words
+        self.attribution_reasons: list[str] = []
+        self.attribution = StageAttribution(warn=self.attribution_reasons.append)
         # (stage, dp_rank, replica) -> samples; stage "" for plain SGLang
         self.all_samples: dict[tuple[str, str, str], ReplicaSamples] = {}
         self.samples: dict[tuple[str, str], ReplicaSamples] = {}  # of stage "" (a stage view's: its own)

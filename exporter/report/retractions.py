@@ -9,13 +9,14 @@ events / batches, overall and per ``--window`` seconds, against :data:`RETRACTIO
 
 from __future__ import annotations
 
+from ..method import MIN_STATS_LINES, RETRACTION_RULE, retraction_share
+
+RULE = f"{RETRACTION_RULE:.0%}"  # "5%"
 from .basis import Basis
 from .domains import AMOUNT, COUNT, LABEL, POSITIVE, REASONS, SHARE, VERDICT, Figures, ListOf, Record, verdict
 from .stats import plural, ratio
 from .fmt import iso_time, pct
 
-#: The method's rule: more than this share of batches retracted means the ceiling is too high.
-RETRACTION_RULE = 0.05
 
 WINDOW = Record({"start": LABEL, "batches": COUNT, "retractions": COUNT, "share": SHARE})
 DOMAINS = {
@@ -84,7 +85,7 @@ def section(b: Basis, window: float) -> dict:
     f.set("decode_steps", decode_steps)
     f.set("decode_log_interval", b.interval)
     f.put("decode_log_interval_source", b.interval_source)
-    share = f.set("share_of_batches", ratio(events, batches),
+    share = f.set("share_of_batches", retraction_share(events, batches),
                   "no batch lines in the log" if not batches else
                   f"more retraction events ({events}) than batches ({batches}): the batches around them are "
                   "outside this log")
@@ -93,25 +94,27 @@ def section(b: Basis, window: float) -> dict:
     windows = f.put("windows", _windows(b, window))
     shares = [w["share"] for w in windows if w["share"] is not None]
     peak = f.set("peak_window_share", max(shares) if shares else None,
-                 "the log has no time stamps" if not b.has_time else "no window has batches")
+                 b.no_time if not b.has_time else "no window has batches")
     over = f.set("windows_above_rule", sum(1 for x in shares if x > RETRACTION_RULE))
     f.set("windows_with_retractions_but_no_batches",
           sum(1 for w in windows if w["batches"] == 0 and w["retractions"] > 0))
     ratios = [g.gauges["new_token_ratio"] for g in b.rec.states.schedulers.values() if "new_token_ratio" in g.gauges]
     f.set("latest_new_token_ratio", max(ratios) if ratios else None, "no retraction line printed #new_token_ratio")
+    lines = len(b.decode) + len(b.prefill)
     if events == 0:
-        v = verdict("none", "No retractions: KV memory never ran out." if b.decode or b.prefill
-                    else "No retractions, and no batch lines either.")
+        v = verdict("none", "No retractions, and no batch lines either." if not lines else
+                    f"No retractions in {plural(lines, 'Prefill/Decode line')}: too few to say that KV memory "
+                    "never runs out." if lines < MIN_STATS_LINES else "No retractions: KV memory never ran out.")
     elif share is None:
-        v = verdict("unknown_share", f"{plural(events, 'retraction event')}; their share of batches (the 5% rule) "
+        v = verdict("unknown_share", f"{plural(events, 'retraction event')}; their share of batches (the {RULE} rule) "
                     f"cannot be given: {f.na['share_of_batches']}.")
     elif share > RETRACTION_RULE or over:
         v = verdict("above_rule", f"{pct(share, 2)} of batches were retractions overall, peak {pct(peak, 2)} in a "
-                    f"{window:g}-s window ({over} of {plural(len(shares), 'window')} above 5%): the ceiling is too "
-                    "high for this load (method: more than 5% of batches preempted).")
+                    f"{window:g}-s window ({over} of {plural(len(shares), 'window')} above {RULE}): the ceiling is too "
+                    f"high for this load (method: more than {RULE} of batches preempted).")
     else:
         v = verdict("below_rule", f"{pct(share, 2)} of batches were retractions overall, peak {pct(peak, 2)} in a "
-                    f"{window:g}-s window: below the 5% rule, but every retraction is recomputed work; "
+                    f"{window:g}-s window: below the {RULE} rule, but every retraction is recomputed work; "
                     "see throughput truth.")
     f.put("verdict", v)
     return f.done()

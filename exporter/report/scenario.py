@@ -7,10 +7,11 @@ the other sections, with their n/a reasons.
 
 from __future__ import annotations
 
+from .. import method
 from .basis import Basis
 from .domains import LABEL, VERDICT, ListOf, Record, verdict
 from .fmt import count_range, num, pct
-from .stats import coefficient_of_variation, distribution
+from .stats import coefficient_of_variation, distribution, plural
 
 DOMAINS = {"verdict": VERDICT, "saturation_signals": ListOf(LABEL)}
 CHECKLIST = ListOf(Record({"question": LABEL, "answerable": LABEL, "answer": LABEL}))
@@ -32,11 +33,15 @@ def section(b: Basis, batch: dict, retractions: dict) -> dict:
     saturated = [why for cond, why in (
         (empty is not None and empty < 0.5, "requests waited in most stats lines"),
         (retractions["events"] > 0, "KV memory ran out (retractions)"),
-        (at_ceiling is not None and at_ceiling >= 0.5, "the batch sat at the ceiling"),
+        (at_ceiling is not None and at_ceiling >= method.AT_CEILING_SHARE, "the batch sat at the ceiling"),
         (kv["p90"] is not None and kv["p90"] >= 0.9, "KV usage p90 at or above 90%"),
     ) if cond]
-    if not b.decode and not b.prefill:
+    lines = len(b.decode) + len(b.prefill)
+    if not lines:
         v = verdict("unknown", "No Prefill/Decode lines: the scheduler's behaviour cannot be classified.")
+    elif not saturated and lines < method.MIN_STATS_LINES:
+        v = verdict("unknown", f"Only {plural(lines, 'Prefill/Decode line')} and no sign of saturation: too few to "
+                    f"classify the regime (at least {method.MIN_STATS_LINES} are needed).")
     elif saturated:
         v = verdict("throughput_first", "Throughput-first (saturated): " + "; ".join(saturated) + ". This is the "
                     "offline-batch regime: judge it by useful tokens/s, retractions under 5% of batches and a "
@@ -92,7 +97,7 @@ def checklist(b: Basis, window: float, scenario: dict, retractions: dict, kv: di
                     + (f" at the observed {num(kv['mean_tokens_per_running_request'])} tokens per running request"
                        if kv["capacity_limiting_pool"] == "kv" else
                        f" (the {kv['capacity_limiting_pool']} pool is the limit)")
-                    + f"; {_fig(kv, 'safe_ceiling_requests')} with the 0.7 safety factor; offline ceiling "
+                    + f"; {_fig(kv, 'safe_ceiling_requests')} with the {method.SAFETY_FACTOR:g} safety factor; offline ceiling "
                       f"{count_range(kv['recommended_max_running_requests_offline'])}."
                     if cap_reqs is not None else kv["verdict"]["text"])},
         {"question": "What is the arrival rate?", "answerable": "yes" if arrivals is not None else "no",

@@ -42,6 +42,7 @@ def _baseline(doc: dict) -> str:
     out = ["SGLang performance report: baseline comparison", "=" * 46,
            "baseline: " + ", ".join(i["path"] for i in doc["baseline"]["inputs"]),
            "current:  " + ", ".join(i["path"] for i in doc["current"]["inputs"]), "",
+           doc["judgement"]["text"], "",
            f"Figures (flagged when they change by more than {doc['threshold']:.0%}; {doc['flagged']} flagged; "
            "shares in %, their change in percentage points)"]
     width = max(len(r["label"]) for r in doc["figures"])

@@ -14,7 +14,7 @@ from __future__ import annotations
 from .basis import Basis
 from .domains import AMOUNT, COUNT, LABEL, REASONS, SHARE, VERDICT, Dist, Figures, verdict
 from .fmt import num, pct
-from .retractions import RETRACTION_RULE
+from .. import method
 from .stats import distribution, plural, ratio
 
 DOMAINS = {
@@ -61,8 +61,8 @@ def section(b: Basis) -> dict:
     f.set("retractions_not_sized", b.rec.unestimated_retractions)
     before_log = (f"the retracted requests' work started before this log: their recompute "
                   f"({num(recomputed)} tokens) exceeds the work the log shows ({num(computed)} tokens)")
-    useful = f.set("useful_tokens", computed - recomputed, before_log)
-    rshare = f.set("recompute_share", ratio(recomputed, computed),
+    useful = f.set("useful_tokens", method.useful_tokens(computed, recomputed), before_log)
+    rshare = f.set("recompute_share", method.recompute_share(recomputed, computed),
                    "nothing computed in the log: no Prefill/Decode lines" if not computed else before_log)
     f.set("cache_hit_ratio", ratio(p_cached, p_cached + p_comp),
           "no Prefill lines" if not b.prefill else "the Prefill lines computed no prompt tokens")
@@ -83,10 +83,10 @@ def section(b: Basis) -> dict:
                     "unknown share of recomputed work.")
     elif rshare is None:
         v = verdict("unknown_recompute", f"The recompute share cannot be given: {before_log}.")
-    elif rshare > RETRACTION_RULE:
+    elif rshare > method.RECOMPUTE_SHARE_HIGH:
         v = verdict("fake_throughput", f"{pct(rshare)} of computed tokens are recompute ({num(recomputed)} of "
                     f"{num(computed)}): " + (f"a tokens/s figure over computed work overstates useful work by "
-                                            f"{pct(recomputed / useful)}." if useful else
+                                            f"{pct(method.overstatement(rshare))}." if useful else
                                             "no computed token was useful work."))
     elif rshare:
         v = verdict("minor_recompute", f"{pct(rshare)} of computed tokens are recompute: small.")

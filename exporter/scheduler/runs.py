@@ -89,6 +89,8 @@ class ReplicaRun:
             like the others, they apply nothing.
         buckets: Per histogram of :data:`RUN_HISTOGRAMS`, non-cumulative bucket counts of its
             column (filled by :meth:`finish`).
+        kv_tokens / kv_requests: Sums of the token count and ``#running-req`` of the Decode lines that
+            print a token count and running requests (``SchedulerStates._decode``).
         peak_queue / peak_tokens: The largest ``#queue-req``, and the largest ``#running-req`` x
             ``accept len`` of a Decode line (filled by :meth:`finish`): the figures the state refuses
             a line for when they leave the value range (see :func:`in_range`).
@@ -119,6 +121,8 @@ class ReplicaRun:
     buckets: dict[str, list[int]] = field(default_factory=dict)
     peak_queue: int = 0
     peak_tokens: float = 0.0
+    kv_tokens: int = 0
+    kv_requests: int = 0
 
     def accept_len(self, value: float) -> None:
         """Note the ``accept len`` of the Decode line just added to :attr:`running`."""
@@ -297,6 +301,8 @@ def _counters(states: SchedulerStates, sched: SchedulerState, r: ReplicaCounters
         # running * interval * (accept len or 1.0), added line by line as SchedulerStates._decode does
         accept = rr.accept if rr.accept is not None else repeat(1.0)
         r.decode_tokens = reduce(add, map(mul, map(mul, rr.running, repeat(interval)), accept), r.decode_tokens)
+        r.decode_kv_tokens += rr.kv_tokens
+        r.decode_kv_requests += rr.kv_requests
     if rr.prefill_lines:
         r.prefill_batches += rr.prefill_lines
         r.prefill_computed_tokens += sum(rr.new_token)

@@ -96,6 +96,8 @@ class ReplicaCounters:
     prefill_computed_tokens: int = 0
     prefill_cached_tokens: int = 0
     decode_tokens: float = 0.0
+    decode_kv_tokens: int = 0
+    decode_kv_requests: int = 0
     admitted_requests: int = 0
     queue_request_seconds: float = 0.0
     batch_size_prefill: Histogram = field(default_factory=lambda: Histogram(BATCH_SIZE_BUCKETS))
@@ -117,7 +119,7 @@ COUNTER_FIELDS = (
     "prefill_batches", "decode_lines", "decode_steps", "retractions", "retracted_requests",
     "retract_aborts", "retraction_freed_tokens", "recomputed_tokens_gained",
     "recomputed_tokens_estimated", "prefill_computed_tokens", "prefill_cached_tokens",
-    "decode_tokens", "admitted_requests", "queue_request_seconds",
+    "decode_tokens", "decode_kv_tokens", "decode_kv_requests", "admitted_requests", "queue_request_seconds",
 )
 #: Histogram attributes of :class:`ReplicaCounters`, and their bounds.
 HISTOGRAM_BOUNDS = {
@@ -372,8 +374,15 @@ class SchedulerStates:
             return self._retraction(event, s)
         if kind is Capacity:
             self.capacities[origin.stage] = event
-            self.scheduler(key).capacity = event
+            sched = self.scheduler(key)
+            sched.capacity = event
             self._note_startup_ranks(origin)
+            # A start-up line: the scheduler (re)starts with an empty queue and no chunk in flight, so
+            # nothing queued before it is integrated across the restart (a restarted server, the demo's
+            # loop seam).
+            for r in sched.replicas.values():
+                r.last_queue = r.last_queue_time = None
+                r.prev_prefill_chunked = False
         elif kind is KvAllocation:  # SGLang Omni's stages: the only statement of their KV capacity
             self.kv_allocations[origin.stage] = event
             self.scheduler(key).kv_allocation = event
@@ -452,8 +461,9 @@ class SchedulerStates:
             s.kv_pools.update(kv.pools)
             if top is not None:
                 g["kv_usage_ratio"] = top
-        if kv.used_tokens is not None:
-            g["kv_used_tokens"] = kv.used_tokens
+        # None (not exported) after a line without a token count (Prefill lines print none): the
+        # latest stats line's figure is unknown, and the previous one would sit beside its usage.
+        g["kv_used_tokens"] = kv.used_tokens
         if ev.pd_queues:
             s.pd_queues.update(ev.pd_queues)
         s.last_stats_wall = wall
@@ -486,6 +496,8 @@ class SchedulerStates:
             g["pd_preallocated_usage_ratio"] = ev.preallocated_usage
         if ev.kv.used_tokens is not None and running > 0:
             s.mean_tokens_per_running_req = ev.kv.used_tokens / running
+            r.decode_kv_tokens += ev.kv.used_tokens
+            r.decode_kv_requests += running
         return None
 
     def _prefill(self, ev: PrefillBatch, wall: float) -> str | None:

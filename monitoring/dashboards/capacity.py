@@ -13,8 +13,9 @@ from .panels import Scope, dashboard, graph, recorded, row, single
 def build(cfg: Config):
     s = Scope.scheduler(cfg)
     leg = s.legend
-    per_req = (f"sum by ({s.by}) (sum_over_time({s.of('sglang_scheduler_kv_used_tokens')}[$__rate_interval])) / "
-               f"(sum by ({s.by}) (sum_over_time({s.of('sglang_scheduler_running_requests')}[$__rate_interval])) > 0)")
+    # exporter.method.kv_tokens_per_request, as the recording rule kv_tokens_per_request writes it
+    per_req = (f"{s.rate('sglang_scheduler_decode_kv_tokens_total')} / "
+               f"({s.rate('sglang_scheduler_decode_kv_requests_total')} > 0)")
     cap_tokens = s.latest("sglang_scheduler_max_total_tokens")
     cap_req = f"{cap_tokens} / ({per_req})"
     ceiling = s.latest("sglang_scheduler_max_running_requests")
@@ -45,7 +46,8 @@ def build(cfg: Config):
                    f"running {leg}")], w=24, h=10, lo=0))
     b = b.with_panel(graph(
         "KV tokens per running request",
-        "Observed mean KV footprint of a running request (#token / #running-req, time-weighted): prompt plus "
+        "Observed mean KV footprint of a running request (sum of #token / sum of #running-req over the Decode "
+        "batch lines, as the report computes it): prompt plus "
         "output so far. Larger than expected means fewer requests fit.",
         "short", [(per_req, leg)], lo=0))
     safe_rule = cfg.record("kv_capacity_requests", "safe{w}")

@@ -24,6 +24,7 @@ from grafana_foundation_sdk.models import heatmap as heatmap_m
 from grafana_foundation_sdk.models import prometheus as prometheus_m
 
 from ..config import Config
+from ..promql import WHOLE_HISTOGRAMS
 
 DS = dash_m.DataSourceRef(type_val="prometheus", uid="${datasource}")
 UIDS = {"scheduler": "sglang-scheduler", "gpu": "sglang-gpu", "capacity": "sglang-capacity"}
@@ -115,9 +116,12 @@ class Scope:
         return f"sum by ({by or self.by}) (rate({self.of(metric, extra)}[$__rate_interval]))"
 
     def quantile(self, q: float, metric: str, extra: str = "") -> str:
-        """``histogram_quantile`` of a histogram, per pod and scheduler."""
-        return (f"histogram_quantile({q:g}, sum by ({self.by}, le) "
+        """``histogram_quantile`` of a histogram, per pod and scheduler; of a histogram of whole numbers
+        (requests per batch: ``monitoring.promql.WHOLE_HISTOGRAMS``) rounded up, since the linear
+        interpolation within a bucket ``(n-1, n]`` gives a value below every observation in it."""
+        expr = (f"histogram_quantile({q:g}, sum by ({self.by}, le) "
                 f"(rate({self.of(metric + '_bucket', extra)}[$__rate_interval])))")
+        return f"ceil({expr})" if metric in WHOLE_HISTOGRAMS else expr
 
     def latest(self, metric: str) -> str:
         """A start-up gauge (one value per scheduler even when several ranks print it)."""

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 from ...metrics import DEVICE_LABELS, MetricDef
 from ...metrics.families import Compiled, describe, fill
 from .poller import GpuPoller
+from .session import ABSENT_KINDS
 
 
 def _per_device(m: MetricDef) -> bool:
@@ -28,7 +29,8 @@ class GpuCollector(Collector):
 
     Args:
         poller: The running poller; None when NVML polling is off for this process, which yields
-            only ``sglang_gpu_up 0``.
+            only ``sglang_gpu_up 0``. A poller whose GPU is optional (the demo) and whose NVML is
+            absent yields nothing.
     """
 
     def __init__(self, poller: GpuPoller | None):
@@ -50,6 +52,10 @@ class GpuCollector(Collector):
             up.add_metric([], 0)
             return iter([up])
         st = self.poller.status()
+        if self.poller.gpu_optional and st.init_error in ABSENT_KINDS:
+            # The demo on a machine without a GPU: nothing to report, and no sglang_gpu_up 0 for
+            # SGLangGPUNVMLDown to page on (a sidecar that expects a GPU keeps the 0).
+            return iter([])
         fill(fams, self._poller_rows, {
             "up": st.up,
             "init_error": {st.init_error: 1} if st.init_error else {},

@@ -162,7 +162,7 @@ class _Scanner:
         seconds = self.seconds
         pending: list[bytes] = []
         first_pending = 0
-        (g_actor, g_date, g_tod, g_frac, g_tags, g_fork, g_run, g_use, g_full, g_swa, g_has_prealloc, g_al,
+        (g_actor, g_date, g_tod, g_frac, g_tags, g_fork, g_run, g_dtok, g_use, g_ftok, g_full, g_swa, g_has_prealloc, g_al,
          g_has_rate, g_dq, g_seq, g_tok, g_cached, g_puse, g_pfull, g_mamba, g_pq, g_has_pd, g_has_pending,
          g_has_input) = (GROUP[name] for name in SCAN_FIELDS)
         match = SCAN.match
@@ -213,9 +213,14 @@ class _Scanner:
                 if usage is not None:
                     add_decode_top(float(usage))
                     latest[_DECODE_KV_LINE] = i
+                    tokens = g[g_dtok]
                 else:
                     add_decode_top(max(float(g[g_full]), float(g[g_swa])))
                     latest[_DECODE_SWA_LINE] = i
+                    tokens = g[g_ftok]
+                if running:
+                    rr.kv_tokens += int(tokens)
+                    rr.kv_requests += running
                 al = g[g_al]
                 if al is not None:
                     rr.accept_len(float(al))
@@ -388,6 +393,9 @@ def _add_event(b: _Builder, origin: Origin, ev: Event, n: int) -> None:
     top = kv.max_device_ratio
     if kind is DecodeBatch:
         rr.running.append(ev.running_req)
+        if kv.used_tokens is not None and ev.running_req > 0:
+            rr.kv_tokens += kv.used_tokens
+            rr.kv_requests += ev.running_req
         if top is not None:
             rr.decode_top.append(top)
         if ev.accept_len is not None:
@@ -428,8 +436,7 @@ def _event_gauges(ev: DecodeBatch | PrefillBatch, top: float | None) -> list[tup
         out.append(("queue_requests", ev.queue_req))
     if ev.kv.pools and top is not None:
         out.append(("kv_usage_ratio", top))
-    if ev.kv.used_tokens is not None:
-        out.append(("kv_used_tokens", ev.kv.used_tokens))
+    out.append(("kv_used_tokens", ev.kv.used_tokens))  # None (not exported) after a line without one
     if type(ev) is DecodeBatch:
         extra = (("gen_throughput", ev.gen_throughput), ("spec_accept_length", ev.accept_len),
                  ("spec_accept_rate", ev.accept_rate), ("pd_preallocated_usage_ratio", ev.preallocated_usage))
@@ -477,6 +484,7 @@ def _values(key: tuple, m: re.Match) -> list[tuple[tuple[str, str], object]]:
         return [(("gauge", "running_requests"), int(f("p_running"))),
                 (("gauge", "queue_requests"), int(f("p_queue"))),
                 (("gauge", "kv_usage_ratio"), max(v for _, v in pools)),
+                (("gauge", "kv_used_tokens"), None),  # Prefill lines print no token count
                 *((("pool", p), v) for p, v in pools)]
     if key == _MEAN_LINE:
         tokens = int(f("d_token") if f("d_token") is not None else f("d_full_token"))

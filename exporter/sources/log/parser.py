@@ -298,11 +298,15 @@ def _decode(line: str, start: int, j: int) -> Event | Malformed | None:
         fields = _split_fields(line[j:])
         if "#running-req" not in fields and _foreign(fields, _DECODE_KEYS):
             return None
+        kv = _kv(fields)
+        if kv.used_tokens is not None and not kv.pools:
+            # every SGLang version prints a token count with its usage: a line cut short after it
+            raise _Damaged("cut short: a token count without its token usage")
         return DecodeBatch(
             origin=origin,
             running_req=_int(_required(fields, "#running-req")),
             queue_req=_opt_int(fields, "#queue-req"),
-            kv=_kv(fields),
+            kv=kv,
             accept_len=_opt_float(fields, "accept len"),
             accept_rate=_opt_float(fields, "accept rate"),
             gen_throughput=_opt_float(fields, "gen throughput (token/s)"),
