@@ -14,10 +14,11 @@ defaults, so that each run's document equals ``sglang-exporter report --format j
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..limits import DEFAULT_DECODE_LOG_INTERVAL
 from ..paths import display_path, file_problem
@@ -58,7 +59,6 @@ class Run:
     client: dict | None = None
     client_path: str | None = None
     client_reason: str | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def split_spec(spec: str) -> tuple[str, str | None]:
@@ -114,8 +114,6 @@ def read_client(path: str) -> tuple[dict | None, str | None]:
 def _log_version(path: str) -> str | None:
     """The ``# version:`` header of a log (first 5 lines; corpus and test-bed files carry one)."""
     try:
-        import gzip
-
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rt", encoding="utf-8", errors="replace") as f:
             for _ in range(5):
