@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "report":  # `sglang-exporter report LOG...`: offline report, own --help
         from .report.cli import main as report_main
         return report_main(argv[1:])
+    if argv and argv[0] == "compare":  # `sglang-exporter compare RUN...`: runs of several settings, own --help
+        from .compare.cli import main as compare_main
+        return compare_main(argv[1:])
     env_warnings = unknown_environment(os.environ)  # a misspelt variable may be why a setting is missing
     try:
         settings = load_settings(argv)

@@ -189,3 +189,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
                      "--decode-log-interval", "5"),
                     Load(num_prompts=40, input_len=200, output_len=100, rate=6.0, seed=3, priorities=(0, 10))),)),
 )}
+
+#: The method's experiment (docs/method.md): one sweep of ``--max-running-requests`` under the same
+#: Poisson load and the same small KV pool, so that the largest ceilings are KV-bound and retract.
+SWEEP_CEILINGS = (4, 8, 16, 32)
+_SWEEP_LOAD = Load(num_prompts=40, input_len=200, output_len=200, rate=8.0, seed=7)
+SCENARIOS.update({f"sweep-{n}": Scenario(
+    f"sweep-{n}", f"the method's sweep (sglang-exporter compare): --max-running-requests {n} under the sweep's "
+    "Poisson load, KV pool of 3000 tokens",
+    (Start(("--max-total-tokens", "3000", "--schedule-conservativeness", "0.05", "--decode-log-interval", "1",
+            "--max-running-requests", str(n)), _SWEEP_LOAD),)) for n in SWEEP_CEILINGS})

@@ -1,0 +1,235 @@
+"""``sglang-exporter compare``: the method's sweep recorded from a real SGLang server (0.5.23, the
+test bed's ``sweep-N`` scenarios, ``tests/corpus/sweep-0.5.23/``) compared through the command.
+
+Every log figure must equal what ``sglang-exporter report --format json`` gives for that log alone, and
+every client figure the client's own result file; the table, the knee and both choices must be there;
+a setting changed beyond the swept one must be named in a warning in every format.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+SWEEP = ROOT / "tests" / "corpus" / "sweep-0.5.23"
+LOGS = sorted(SWEEP.glob("mrr-*.log"), key=lambda p: int(p.stem.split("-")[1]))
+
+
+def _cmd(*args, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "exporter", *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _compare_json(*args) -> dict:
+    return json.loads(_cmd("compare", "--format", "json", *args).stdout)
+
+
+@pytest.fixture(scope="module")
+def sweep() -> dict:
+    return _compare_json("--ttft-slo", "150", *LOGS)
+
+
+def _at(doc: dict, path: list[str]):
+    for part in path:
+        doc = doc[part]
+    return doc
+
+
+# the column key -> the report document path that defines it (report's own JSON, docs/report.md)
+REPORT_PATHS = {
+    "max_running_requests": ["batch_size", "max_running_requests"],
+    "decode_batch_p50": ["batch_size", "decode", "p50"],
+    "decode_batch_p90": ["batch_size", "decode", "p90"],
+    "decode_batch_mean": ["batch_size", "decode", "mean"],
+    "useful_tokens_per_second": ["throughput", "useful_tokens_per_second"],
+    "computed_tokens_per_second": ["throughput", "computed_tokens_per_second"],
+    "recompute_share": ["throughput", "recompute_share"],
+    "retraction_events": ["retractions", "events"],
+    "retracted_requests": ["retractions", "requests"],
+    "retraction_share_of_batches": ["retractions", "share_of_batches"],
+    "kv_usage_p90": ["batch_size", "kv_usage", "p90"],
+    "queue_wait_seconds": ["queue_latency", "mean_wait_seconds_littles_law"],
+}
+CLIENT_KEYS = ("request_throughput", "output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
+               "p99_tpot_ms")
+
+
+def test_the_sweep_is_recorded():
+    assert len(LOGS) >= 4
+    for log in LOGS:
+        assert log.with_suffix(".jsonl").is_file(), log
+
+
+def test_rows_follow_the_swept_ceiling_and_equal_report_and_client(sweep):
+    assert sweep["schema"] == "sglang-exporter-compare/1"
+    assert sweep["swept"] == "max_running_requests"
+    ceilings = [int(LOGS[i].stem.split("-")[1]) for i in range(len(LOGS))]
+    assert [g["value"] for g in sweep["groups"]] == [str(c) for c in ceilings]
+    by_spec = {r["spec"]: r for r in sweep["runs"]}
+    for log, group in zip(LOGS, sweep["groups"]):
+        report = json.loads(_cmd("report", "--format", "json", log).stdout)
+        client = json.loads(log.with_suffix(".jsonl").read_text().splitlines()[-1])
+        run = by_spec[str(log)]
+        assert group["runs"] == [sweep["runs"].index(run)]
+        assert run["sglang_version"] == "0.5.23"
+        for key, path in REPORT_PATHS.items():
+            want = _at(report, path)
+            assert want is not None, (log.name, key)
+            assert run["figures"][key]["value"] == want, (log.name, key)
+            assert group["figures"][key]["median"] == want and group["figures"][key]["n"] == 1
+        for key in CLIENT_KEYS:
+            assert run["figures"][key]["value"] == client[key] and run["figures"][key]["kind"] == "client"
+            assert group["figures"][key]["median"] == client[key]
+        assert group["figures"]["max_running_requests"]["median"] == int(group["value"])
+        # decode_log_interval 1 from server_args: every step logged, so the share is exact
+        assert run["figures"]["retraction_share_of_batches"]["kind"] == "exact"
+        assert run["figures"]["useful_tokens_per_second"]["kind"] == "estimated"
+
+
+def test_the_largest_ceiling_retracts_and_the_knee_and_choices_are_said(sweep):
+    last = sweep["groups"][-1]["figures"]
+    assert last["retraction_events"]["median"] > 0
+    for key in ("knee", "online", "offline"):
+        assert sweep[key]["text"] and "single run, noise unknown" in sweep[key]["text"], sweep[key]
+    # the choices follow their rules from the table's own figures
+    groups = sweep["groups"]
+    ok = [g for g in groups if g["figures"]["retraction_share_of_batches"]["median"] < 0.05]
+    best = max(ok, key=lambda g: g["figures"]["useful_tokens_per_second"]["median"])
+    assert sweep["offline"]["value"] == best["value"]
+    meets = [g for g in groups if g["figures"]["p99_ttft_ms"]["median"] <= 150_000]
+    assert sweep["online"]["value"] == (meets[-1]["value"] if meets else None)
+    assert str(sweep["online"]["value"]) in sweep["online"]["text"]
+    # a target no setting meets: none, with the lowest P99 TTFT named
+    strict = _compare_json("--ttft-slo", "1", *LOGS)["online"]
+    assert strict["value"] is None and "no setting meets" in strict["text"]
+    # the knee: the first step whose useful gain per doubling is under 5% while TTFT or retractions rise
+    knee = None
+    for a, b in zip(groups, groups[1:]):
+        fa, fb = a["figures"], b["figures"]
+        gain = (fb["useful_tokens_per_second"]["median"] / fa["useful_tokens_per_second"]["median"]) ** (
+            1 / math.log2(int(b["value"]) / int(a["value"]))) - 1
+        rises = (fb["p99_ttft_ms"]["median"] > fa["p99_ttft_ms"]["median"]
+                 or fb["retraction_share_of_batches"]["median"] > fa["retraction_share_of_batches"]["median"])
+        if gain < 0.05 and rises:
+            knee = a["value"]
+            break
+    assert sweep["knee"]["value"] == knee
+
+
+def test_text_and_html_show_the_table_the_rule_and_two_plots(tmp_path: Path):
+    out = _cmd("compare", "--ttft-slo", "150", *LOGS).stdout
+    assert "max_running_requests" in out and "useful tok/s" in out and "TTFT p99" in out
+    assert "Rule: the knee is" in out and "Online choice" in out and "Offline choice" in out
+    page = tmp_path / "c.html"
+    _cmd("compare", "--format", "html", "-o", page, "--plots", tmp_path / "png", *LOGS)
+    text = page.read_text()
+    assert text.count("data:image/png;base64,") == 2 and "Offline choice" in text
+    assert sorted(p.name for p in (tmp_path / "png").iterdir()) == ["compare-latency.png", "compare-throughput.png"]
+
+
+def _copy(log: Path, dest: Path, replace: tuple[str, str] | None = None) -> Path:
+    text = log.read_text()
+    if replace:
+        assert replace[0] in text
+        text = text.replace(replace[0], replace[1])
+    dest.write_text(text)
+    return dest
+
+
+def test_a_second_changed_setting_is_named_in_every_format(tmp_path: Path):
+    # the mrr-8 run with another schedule_conservativeness in its server_args
+    changed = _copy(LOGS[1], tmp_path / "mrr-8.log",
+                    ("'schedule_conservativeness': 0.05", "'schedule_conservativeness': 0.3"))
+    doc = _compare_json(LOGS[0], changed)
+    assert doc["swept"] == "max_running_requests"
+    named = [w for w in doc["warnings"] if w.startswith("schedule_conservativeness differs")]
+    assert len(named) == 1 and "0.3" in named[0] and "0.05" in named[0]
+    assert "warning: schedule_conservativeness differs" in _cmd("compare", LOGS[0], changed).stdout
+    page = tmp_path / "c.html"
+    _cmd("compare", "--format", "html", "-o", page, LOGS[0], changed)
+    assert "schedule_conservativeness differs" in page.read_text()
+    # the same settings: no such warning
+    assert not [w for w in _compare_json(LOGS[0], LOGS[1])["warnings"] if "differs" in w]
+
+
+def _repeats(tmp_path: Path, log: Path, name: str, ttft: list[float]) -> list[Path]:
+    """Copies of one run's log, each with its client file, whose P99 TTFT is each of ``ttft``."""
+    client = json.loads(log.with_suffix(".jsonl").read_text().splitlines()[-1])
+    out = []
+    for i, value in enumerate(ttft):
+        out.append(Path(shutil.copy(log, tmp_path / f"{name}-{i}.log")))
+        (tmp_path / f"{name}-{i}.jsonl").write_text(json.dumps({**client, "p99_ttft_ms": value}) + "\n")
+    return out
+
+
+def test_repeats_are_grouped_with_median_and_range_and_overlaps_are_noise(tmp_path: Path):
+    base = json.loads(LOGS[1].with_suffix(".jsonl").read_text().splitlines()[-1])["p99_ttft_ms"]
+    fours = _repeats(tmp_path, LOGS[0], "four", [base * 0.8, base * 0.95])
+    eights = _repeats(tmp_path, LOGS[1], "eight", [base * 1.2, base, base * 0.9])
+    doc = _compare_json(*eights, *fours)
+    assert [g["value"] for g in doc["groups"]] == ["4", "8"]
+    four, eight = doc["groups"]
+    assert sorted(four["runs"]) == [3, 4] and sorted(eight["runs"]) == [0, 1, 2]
+    ttft = eight["figures"]["p99_ttft_ms"]
+    assert (ttft["n"], ttft["median"], ttft["min"], ttft["max"]) == (3, base, base * 0.9, base * 1.2)
+    assert ttft["spread_ratio"] == pytest.approx(0.3)
+    # identical logs: no spread; the useful throughput of 4 and 8 differs, outside it: a change
+    useful = [g["figures"]["useful_tokens_per_second"] for g in doc["groups"]]
+    assert useful[0]["min"] == useful[0]["max"] and useful[0]["median"] != useful[1]["median"]
+    step = doc["steps"][0]
+    assert step["useful_within_noise"] is False
+    # the P99 TTFT median rises from 4 (0.8-0.95) to 8 (0.9-1.2), but the ranges overlap: noise, not a rise
+    assert step["p99_ttft_rises"] is False
+    assert doc["offline"]["sure"].startswith({"8": "3 runs per setting", "4": "2 runs per setting"}[doc["offline"]["value"]])
+    # one run per setting: the noise is unknown
+    single = _compare_json(LOGS[0], LOGS[1])
+    assert single["steps"][0]["useful_within_noise"] is None
+
+
+def test_a_missing_client_file_is_na_with_the_reason_and_one_can_be_named(tmp_path: Path):
+    lone = shutil.copy(LOGS[0], tmp_path / "lone.log")
+    doc = _compare_json(lone, LOGS[1])
+    run = doc["runs"][0]
+    assert run["client_file"] is None and "no client file" in run["client_reason"]
+    assert run["figures"]["p99_ttft_ms"] == {"value": None, "kind": "client", "reason": run["client_reason"]}
+    assert run["figures"]["useful_tokens_per_second"]["value"] is not None
+    named = _compare_json(f"{lone}={LOGS[0].with_suffix('.jsonl')}", LOGS[1])["runs"][0]
+    assert named["figures"]["p99_ttft_ms"]["value"] == json.loads(
+        LOGS[0].with_suffix(".jsonl").read_text().splitlines()[-1])["p99_ttft_ms"]
+
+
+@pytest.mark.parametrize("args, word", [
+    (["/nonexistent/x.log"], "RUN"),
+    ([str(LOGS[0]) + "=/nonexistent/c.jsonl"] if LOGS else ["x"], "client file"),
+    (["--ttft-slo", "0", "LOG"], "--ttft-slo"),
+    (["--format", "html", "LOG"], "--output"),
+])
+def test_bad_arguments_exit_2_with_one_line(args, word):
+    args = [str(LOGS[0]) if a == "LOG" else a for a in args]
+    proc = _cmd("compare", *args, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert word in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_method_example_is_what_the_command_prints():
+    """docs/method.md shows the sweep's real output: rerun the command named by its marker and compare."""
+    import re
+
+    text = (ROOT / "docs" / "method.md").read_text(encoding="utf-8")
+    m = re.search(r"<!-- compare-example: sglang-exporter (compare [^>]*?) -->\n```text\n(.*?)\n```\n", text, re.S)
+    assert m, "docs/method.md lost its compare-example marker or the text block after it"
+    out = subprocess.run([sys.executable, "-m", "exporter", *m.group(1).split()], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.rstrip("\n") == m.group(2), "rerun the command and paste its output into docs/method.md"
