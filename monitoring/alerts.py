@@ -157,7 +157,7 @@ def dp_rank_alerts(cfg: Config) -> list[Alert]:
             "SGLang's sglang:dp_attention_token_imbalance_ratio: max / mean tokens per step",
             "max / mean running requests per rank")}; threshold {num(imbalance.threshold)}, with more than
         {num(imbalance.guard)} running requests per rank on average) for {words(imbalance.for_)}. With DP attention
-        every rank waits for the busiest at each step: at the threshold {percent(lost)} of the ranks' step capacity
+        every rank waits for the busiest at each step: at the threshold {lost:.0%} of the ranks' step capacity
         is padding. Check --load-balance-method and how requests are routed to the server.""",
         "DP attention: max over mean across the DP ranks of one server, SGLang's own per-step token ratio\n"
         "(0.5.22+) where scraped, else the running requests per rank (label source).")]
