@@ -315,7 +315,8 @@ def busy(shape: Shape) -> NativeServer:
 #: with and without DP attention, plain and PD decode, with priority scheduling.
 SHAPES = (Shape("0.5.7", tp_size=2), Shape("0.5.10", tp_size=4, dp_size=2, priority_scheduling=True),
           Shape("0.5.17", tp_size=2, engine_type="decode"), Shape("0.5.17", tp_size=8, dp_size=8),
-          Shape("0.5.22", tp_size=2, dp_size=2, priority_scheduling=True), Shape("0.5.22", tp_size=1, priority_scheduling=True))
+          Shape("0.5.22", tp_size=2, dp_size=2, priority_scheduling=True), Shape("0.5.22", tp_size=1, priority_scheduling=True),
+          Shape("0.5.22", tp_size=2, dp_size=2))
 
 
 def samples() -> dict[str, list[dict[str, str]]]:
