@@ -131,7 +131,20 @@ def test_record_names_come_from_the_config():
     assert DEFAULT.record_server("time_to_first_token_seconds", "histogram_quantile_rate{w}") == \
         "group:sglang_time_to_first_token_seconds:histogram_quantile_rate5m"
     assert {g.name for g in alerts.groups(DEFAULT)} == {"sglang-scheduler.alerts", "sglang-exporter.alerts",
-                                                       "sglang-gpu.alerts", "sglang-omni.alerts"}
+                                                       "sglang-gpu.alerts", "sglang-omni.alerts",
+                                                       "sglang-priority.alerts"}
+
+
+def test_priority_classes_are_bounded_and_exclusive():
+    """Every raw priority value SGLang may carry falls in exactly one named class of the config or in
+    'other' (the last matching entry wins in the rules: no value may match two)."""
+    for value in ("0", "1", "10", "1000", "-1", "-20", "01", "x"):
+        hits = [name for name, regex in DEFAULT.priority_classes if re.fullmatch(regex, value)]
+        assert len(hits) <= 1, (value, hits)
+    assert [n for n, r in DEFAULT.priority_classes if re.fullmatch(r, "10")] == ["high"]
+    assert [n for n, r in DEFAULT.priority_classes if re.fullmatch(r, "0")] == ["default"]
+    assert [n for n, r in DEFAULT.priority_classes if re.fullmatch(r, "-5")] == ["low"]
+    assert not [n for n, r in DEFAULT.priority_classes if re.fullmatch(r, "01")]  # -> other
 
 
 def test_check_passes_on_the_committed_tree():
