@@ -120,8 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     if settings.demo and settings.log.path:
         return usage_error("setting demo (--demo) replays the bundled sample log; it cannot be combined "
                             "with log.path (--log.path)")
+    interval_source = "setting" if "decode_log_interval" in settings.sglang.model_fields_set else "default"
     store = SchedulerStore(SchedulerStates(settings.sglang.decode_log_interval,
-                                           chunked_prefill_size=settings.sglang.chunked_prefill_size))
+                                           chunked_prefill_size=settings.sglang.chunked_prefill_size,
+                                           decode_log_interval_source=interval_source),
+                           # the demo's bundled log is known to rest on the default: said once, at INFO
+                           assumed_interval_level=logging.INFO if settings.demo else logging.WARNING)
     if settings.one_shot:
         try:
             return _one_shot(settings, store)

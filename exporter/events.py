@@ -94,6 +94,9 @@ class PrefillBatch:
             batch at schedule time.
         queue_req: ``#queue-req`` (``#remaining_req``): waiting requests.
         pending_token: ``#pending-token`` (2026-04+): tokens of all waiting requests.
+        replay_token: ``#replay-token`` (SGLang 0.5.21+, printed when non-zero): tokens the batch
+            computed again to replay a sliding-window state, on top of ``#new-token`` (SGLang's own
+            input throughput counts both).
         kv: KV-usage fragment.
         pd_queues: PD-prefill queues by normalised name: ``bootstrap`` (``#unbootstrapped-req``,
             ``#prealloc-req``, ``#bootstrap-req``), ``inflight`` (``#transferring-req``,
@@ -112,6 +115,7 @@ class PrefillBatch:
     kv: KvUsage = field(default_factory=KvUsage)
     pd_queues: dict[str, int] = field(default_factory=dict)
     input_throughput: float | None = None
+    replay_token: int | None = None
     graph: bool | None = None
 
 
@@ -173,10 +177,12 @@ class Retraction:
 
 @dataclass(frozen=True, slots=True)
 class RetractAbort:
-    """``retract_decode: aborted last request {rid} due to OOM`` (2026-03-12+, WARNING).
+    """A request aborted by a retraction, not retracted (WARNING): ``retract_decode: aborted last
+    request {rid} due to OOM`` (2026-03-12+: the only remaining request could not fit; its client got
+    HTTP 500) and ``retract_decode: aborted request {rid}: {message}`` (SGLang 0.5.21+: a retracted
+    request with no KV backup, PD decode; HTTP 503 or 500).
 
-    The only remaining request could not fit and was aborted; its client got HTTP 500. The
-    request id is not kept (it must never become a label).
+    The request id is not kept (it must never become a label).
     """
 
     origin: Origin
@@ -209,14 +215,21 @@ class KvAllocation:
     through Omni's logging and never print the capacity line. A hybrid (SWA) pool prints one line per
     sub-pool, the full pool last; a speculative draft model prints its own pool after the target's.
 
+    SGLang 0.5.21+ with post-capture KV sizing first prints ``KV Cache VA upper bound. ...`` (a
+    reservation, not read) and, once CUDA graphs are captured, ``Post-capture KV sizing: KV cache
+    allocated. dtype: D, #tokens: N, KV size: X GB, avail mem=Y GB``: the pool actually backed, which
+    then wins over ``max_total_num_tokens`` of the capacity line (``post_capture``).
+
     Attributes:
         tokens: ``#tokens``: the pool's capacity in tokens (``max_total_num_tokens`` of the capacity line).
         size_bytes: K + V (or MLA's KV) size in bytes (SGLang prints GiB as ``GB``); ``None`` when not printed.
+        post_capture: The ``Post-capture KV sizing`` form.
     """
 
     origin: Origin
     tokens: int
     size_bytes: float | None = None
+    post_capture: bool = False
 
 
 @dataclass(frozen=True, slots=True)

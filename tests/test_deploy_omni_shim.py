@@ -102,7 +102,11 @@ def test_two_stages_through_the_shim_each_stage_its_own_batches_retractions_and_
         assert _stage(m, "sglang_scheduler_batch_size_sum", stage, phase="prefill") == s["prefill"] * s["new_seq"]
         assert _stage(m, "sglang_scheduler_retractions_total", stage) == s["retractions"]
         assert _stage(m, "sglang_scheduler_running_requests", stage) == s["running"]
-        assert _stage(m, "sglang_scheduler_kv_used_tokens", stage) == s["kv_used"]
+        # the gauge is of the latest stats line (absent after a Prefill line, which prints no #token);
+        # the Decode lines' KV footprint is counted whatever the order of the lines
+        assert _stage(m, "sglang_scheduler_kv_used_tokens", stage) in (s["kv_used"], None)
+        assert _stage(m, "sglang_scheduler_decode_kv_tokens_total", stage) == s["decode"] * s["kv_used"]
+        assert _stage(m, "sglang_scheduler_decode_kv_requests_total", stage) == s["decode"] * s["running"]
         assert _stage(m, "sglang_scheduler_max_total_tokens", stage) == s["kv_tokens"]
         assert value(m, "sglang_omni_stage_max_running_requests_proxy", stage=stage) == max(s["graph_bs"])
         assert value(m, "sglang_omni_stage_started", stage=stage) == 1

@@ -193,6 +193,36 @@ CASES = [
      "chunked_prefill_size=8192, max_running_requests=None, decode_log_interval=20, "
      "prefill_max_running_requests=7)",  # ServerArgs dataclass repr
      ServerArgs, {"decode_log_interval": 20, "chunked_prefill_size": 8192, "max_running_requests": None}),
+    ("server-args-dict-0.5.23", "[2026-12-01 21:20:50] server_args={'model_path': 'model', 'tokenizer_path': "
+     "'model', 'json_model_override_args': '{}', 'max_running_requests': 32, 'max_total_tokens': 3000, "
+     "'chunked_prefill_size': 4096, 'tp_size': 1, 'pp_size': 1, 'dp_size': 2, 'attn_dp_size': 1, "
+     "'decode_log_interval': 1, 'cuda_graph_config': {'decode': {'max_bs': 32, 'bs': [1, 2]}}}",  # real 0.5.23 run
+     ServerArgs, {"decode_log_interval": 1, "chunked_prefill_size": 4096, "max_running_requests": 32,
+                  "rank_sizes": {"DP": 2, "TP": 1, "PP": 1}}),
+    ("server-args-dict-level-word", "2026-09-26T19:55:58.468Z host INFO server_args={'model_path': 'm', "
+     "'max_running_requests': None, 'decode_log_interval': 10}",  # hosted platforms' prefix
+     ServerArgs, {"decode_log_interval": 10, "max_running_requests": None, "origin.log_time": 1790452558.468}),
+    ("server-args-repr-level-word", "2026-09-26T19:55:58.468Z host INFO server_args=ServerArgs(model_path='m', "
+     "decode_log_interval=5)", ServerArgs, {"decode_log_interval": 5}),
+    ("decode-level-word", "2026-09-26T19:55:58.468Z host INFO Decode batch, #running-req: 7, #token: 2716, "
+     "token usage: 0.91, cpu graph: False, gen throughput (token/s): 517.15, #queue-req: 66",
+     DecodeBatch, {"running_req": 7, "queue_req": 66}),
+    # --- SGLang 0.5.21+ fragments (read from the 0.5.23 source, metrics_reporter.py / kv_pool_runtime.py) ---
+    ("prefill-replay-token-0.5.21", "[2026-12-01 21:20:50] Prefill batch, #new-seq: 3, #new-token: 433, #cached-token: 0, "
+     "token usage: 0.66, #running-req: 9, #queue-req: 97, #pending-token: 14745, #replay-token: 12, cpu graph: False, "
+     "input throughput (token/s): 7997.04", PrefillBatch, {"new_token": 433, "replay_token": 12, "queue_req": 97}),
+    ("decode-fwd-occupancy-0.5.21", "[2026-12-01 21:20:50] Decode batch, #running-req: 7, #token: 2716, token usage: 0.91, "
+     "cpu graph: False, gen throughput (token/s): 517.15, #queue-req: 66, fwd occupancy: 93.10%, "
+     "fwd+idle occupancy: 99.00%", DecodeBatch, {"running_req": 7, "queue_req": 66, "gen_throughput": 517.15}),
+    ("decode-host-receive-0.5.21", "[2026-12-01 21:20:50] Decode batch, #running-req: 7, #token: 2716, token usage: 0.91, "
+     "pre-allocated usage: 0.10, #prealloc-req: 1, #transfer-req: 2, #host-receive-req: 3, #retracted-req: 0, "
+     "cpu graph: False, gen throughput (token/s): 517.15, #queue-req: 66",
+     DecodeBatch, {"pd_queues": {"prealloc": 1, "transfer": 2, "host_receive": 3, "retracted": 0}}),
+    ("kv-post-capture-0.5.21", "[2026-12-01 21:20:50] Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, "
+     "#tokens: 5000, KV size: 1.00 GB, avail mem=3.00 GB", KvAllocation,
+     {"tokens": 5000, "post_capture": True, "size_bytes": float(1 << 30)}),
+    ("retract-abort-0.5.21", "[2026-12-01 21:20:50 TP0] retract_decode: aborted request abc: Retracted under decode "
+     "memory pressure without a KV backup. Retry later.", RetractAbort, {"origin.replica": "TP0"}),
     ("req-time-stats-2025", "[2025-06-01 10:00:00 TP0] Req Time Stats(rid=abc, input len=100, output len=20, "
      "type=unified): queue_duration=12.50ms, forward_duration=300.00ms, start_time=1.0",  # notes 9
      ReqTimeStats, {"queue_duration": 0.0125, "input_len": 100, "output_len": 20}),
@@ -320,7 +350,9 @@ def test_values_sglang_never_prints_are_damage(kind, line):
 
 def test_huge_numbers_in_regex_read_fields_are_not_taken():
     sa = parse_line("[2026-01-01 10:00:00] server_args=ServerArgs(decode_log_interval=" + "9" * 400 + ")")
-    assert isinstance(sa, ServerArgs) and sa.decode_log_interval is None
+    assert isinstance(sa, Malformed)  # no setting could be read: not applied, and not counted parsed
+    sa = parse_line("[2026-01-01 10:00:00] server_args=ServerArgs(decode_log_interval=" + "9" * 400 + ", tp_size=2)")
+    assert isinstance(sa, ServerArgs) and sa.decode_log_interval is None and sa.rank_sizes == {"TP": 2}
     assert isinstance(parse_line("[2026-01-01 10:00:00] server_args=ServerArgs(decode_log_interval=0)"), Malformed)
     rts = parse_line("[2026-07-20 10:00:00 TP0] ReqTimeStats(rid=a, input_len=" + "9" * 50 + ", type=unified): "
                      "queue_duration=" + "9" * 400 + ".0ms, forward_duration=1.00ms")
@@ -520,3 +552,29 @@ def test_server_args_rank_sizes():
     assert sa.rank_sizes == {"DP": 8, "TP": 8, "PP": 1, "EP": 8, "ATTN_CP": 1, "MOE_DP": 2}
     old = parse_line("server_args=ServerArgs(model_path='m', tp_size=2, dp_size=2, load_balance_method='round_robin')")
     assert old.rank_sizes == {"DP": 2, "TP": 2}
+
+
+@pytest.mark.parametrize("line", [
+    "[2026-12-01 21:20:50] server_args={'model_path': 'model', 'tokenizer_path': 'model'}",
+    "[2026-01-01 10:00:00] server_args=ServerArgs(model_path='m')",
+    "[2026-01-01 10:00:00] server_args={'decode_log_interval': 'forty'}",
+])
+def test_a_settings_line_without_a_known_setting_is_malformed(line):
+    """A line counted parsed is a line applied: a dump none of whose settings can be read would
+    otherwise count as parsed while the figures fall back to defaults (the 0.5.19+ dict form did)."""
+    event = parse_line(line)
+    assert isinstance(event, Malformed) and event.kind == "server_args", event
+
+
+def test_a_level_word_without_a_time_stamp_starts_no_message():
+    """``INFO`` alone (no date-time before it) is text, e.g. a prompt that imitates a line."""
+    assert parse_line("say INFO Decode batch, #running-req: 7, #queue-req: 66") is None
+
+
+@pytest.mark.parametrize("line", [
+    "[2026-12-01 21:20:50] KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 90000, K size: 1.00 GB, V size: 1.00 GB",
+    "[2026-12-01 21:20:50] Post-capture KV sizing: draft KV cache allocated. dtype: torch.bfloat16, #tokens: 90, KV size: 0.01 GB",
+])
+def test_reservations_and_draft_pools_are_no_capacity(line):
+    """The VA upper bound is a reservation and the draft pool another model's: neither is the capacity."""
+    assert parse_line(line) is None

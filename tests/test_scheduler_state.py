@@ -46,9 +46,35 @@ def test_server_args_decode_log_interval_wins_over_setting():
              DECODE.format(s=0, tags="", r=5, t=10, q=0)]
     m = scrape(feed(lines, interval=40))
     assert value(m, "sglang_scheduler_batches_total", stage="", dp_rank="0", phase="decode") == 10
-    assert value(m, "sglang_scheduler_decode_log_interval", stage="", dp_rank="0") == 10
+    assert value(m, "sglang_scheduler_decode_log_interval", stage="", dp_rank="0", source="server_args") == 10
     m = scrape(feed(lines[1:], interval=25))
     assert value(m, "sglang_scheduler_batches_total", stage="", dp_rank="0", phase="decode") == 25
+    assert value(m, "sglang_scheduler_decode_log_interval", stage="", dp_rank="0", source="setting") == 25
+
+
+def test_an_assumed_interval_is_labelled_default_and_said_once(tmp_path, caplog):
+    """No server_args and no setting: the interval is SGLang's default, assumed, and says so."""
+    import logging
+
+    from exporter.cli import main
+
+    log = tmp_path / "s.log"
+    log.write_text("\n".join(DECODE.format(s=i, tags="", r=5, t=10, q=0) for i in range(3)) + "\n")
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with caplog.at_level(logging.WARNING), contextlib.redirect_stdout(out):
+        assert main(["--log.path", str(log), "--one-shot"]) == 0
+    assert value(out.getvalue(), "sglang_scheduler_decode_log_interval", stage="", dp_rank="0", source="default") == 40
+    said = [r for r in caplog.records if "decode_log_interval" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING
+    out = io.StringIO()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), contextlib.redirect_stdout(out):
+        assert main(["--log.path", str(log), "--one-shot", "--sglang.decode-log-interval", "40"]) == 0
+    assert value(out.getvalue(), "sglang_scheduler_decode_log_interval", stage="", dp_rank="0", source="setting") == 40
+    assert not [r for r in caplog.records if "decode_log_interval" in r.getMessage()]
 
 
 def test_recompute_estimate_uses_latest_decode_line_mean_footprint():

@@ -27,7 +27,7 @@ QUEUE_WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 #: series budget of docs/metrics.md counts them.
 LABEL_VALUES = {
     "pool": ("kv", "full", "swa", "mamba", "gpu", "cpu"),
-    "queue": ("bootstrap", "inflight", "optimistic", "prealloc", "transfer", "retracted"),
+    "queue": ("bootstrap", "inflight", "optimistic", "prealloc", "transfer", "host_receive", "retracted"),
 }
 #: The prose before the series budget that scripts/build_metrics_doc.py writes into docs/metrics.md.
 BUDGET_TEXT = (
@@ -186,10 +186,12 @@ ROWS = (
     _m("sglang_scheduler_chunked_prefill_size", GAUGE, S, "tokens", "capacity.chunked_prefill_size",
        "chunked_prefill_size of the start-up capacity line",
        "Chunked-prefill chunk in tokens: chunked_prefill_size of the start-up capacity line."),
-    _m("sglang_scheduler_decode_log_interval", GAUGE, S, "steps", "decode_log_interval",
-       "decode_log_interval of the server_args line (2024-10-30+), else --sglang.decode-log-interval",
-       "Decode steps per Decode batch line in effect: decode_log_interval of the server_args line, "
-       "else --sglang.decode-log-interval."),
+    _m("sglang_scheduler_decode_log_interval", GAUGE, (*S, "source"), "steps", "decode_log_interval_by_source",
+       "decode_log_interval of the server_args line (2024-10-30+; ServerArgs(...) up to SGLang 0.5.18, a dict "
+       "since 0.5.19): source=server_args; else --sglang.decode-log-interval: source=setting; else SGLang's "
+       "default 40, assumed: source=default (SGLang Omni never prints server_args)",
+       "Decode steps per Decode batch line in effect, by source: server_args (the log), setting "
+       "(--sglang.decode-log-interval) or default (assumed: decode steps are then a guess)."),
     _m("sglang_scheduler_last_stats_line_timestamp_seconds", GAUGE, S, "seconds", "last_stats_wall",
        "the exporter's clock when it read the latest Prefill/Decode batch line",
        "Wall-clock time the exporter read the scheduler's latest Prefill/Decode batch line."),

@@ -153,9 +153,10 @@ def _load(paths: list[str], args) -> tuple[dict, list[InputFile]]:
 
 
 def _warn_empty(runs: list[tuple[str, list[InputFile], dict]]) -> bool:
-    """Warn for each input without a scheduler line; True when a whole run has none."""
+    """Warn for each input without a scheduler line, and for a run whose decode steps rest on the
+    assumed decode_log_interval; True when a whole run has none."""
     empty_run = False
-    for _, inputs, doc in runs:
+    for name, inputs, doc in runs:
         unattributed = sum(doc["lines"].get("unattributed", {}).values())
         if unattributed and not any(i.scheduler_lines for i in inputs):
             # scheduler lines there are, but no stage's: say so, not "no scheduler line"
@@ -171,6 +172,11 @@ def _warn_empty(runs: list[tuple[str, list[InputFile], dict]]) -> bool:
                       + (f", {sum(doc['lines']['malformed'].values())} damaged scheduler lines in the run"
                          if sum(doc["lines"]["malformed"].values()) else "") + ")", file=sys.stderr)
         empty_run = empty_run or not any(i.scheduler_lines for i in inputs)
+        settings = doc.get("settings") or {}
+        if settings.get("decode_log_interval_source") == "default" and doc["lines"]["parsed"].get("decode"):
+            print(f"{PROG}: warning: decode steps assume SGLang's default decode_log_interval of "
+                  f"{settings.get('decode_log_interval')}: the {name} log has no server_args line giving it "
+                  "(pass --decode-log-interval with the server's value)", file=sys.stderr)
     return empty_run
 
 

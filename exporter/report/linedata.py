@@ -36,16 +36,21 @@ def _value(text: str) -> float | None:
 
 
 def split_server_args(line: str) -> dict[str, str]:
-    """The ``name=value`` pairs of a ``server_args=ServerArgs(...)`` dump, values as printed (repr).
+    """The settings of a ``server_args`` dump as ``{name: value as printed (repr)}``.
 
-    Splits on top-level ``", "`` only (commas inside quotes, brackets and braces are kept), so
-    ``json_model_override_args='{"a": 1, "b": 2}'`` stays one value. Returns ``{}`` when the line has
-    no ``ServerArgs(`` body. Never raises.
+    Both forms SGLang printed: ``server_args=ServerArgs(name=value, ...)`` (up to 0.5.18) and the
+    Python dict ``server_args={'name': value, ...}`` (0.5.19+). Splits on top-level ``", "`` only
+    (commas inside quotes, brackets and braces are kept), so ``json_model_override_args='{"a": 1,
+    "b": 2}'`` stays one value. Returns ``{}`` when the line has neither body. Never raises.
     """
     i = line.find("ServerArgs(")
-    if i < 0:
-        return {}
-    body = line[i + 11:]
+    if i >= 0:
+        body, sep = line[i + 11:], "="
+    else:
+        i = line.find("server_args={")
+        if i < 0:
+            return {}
+        body, sep = line[i + 13:], ": "
     parts: list[str] = []
     depth, quote, start, k = 0, "", 0, 0
     n = len(body)
@@ -61,7 +66,7 @@ def split_server_args(line: str) -> dict[str, str]:
         elif c in "([{":
             depth += 1
         elif c in ")]}":
-            if depth == 0:  # the closing parenthesis of ServerArgs(
+            if depth == 0:  # the closing parenthesis of ServerArgs( or brace of the dict
                 break
             depth -= 1
         elif c == "," and depth == 0:
@@ -71,7 +76,11 @@ def split_server_args(line: str) -> dict[str, str]:
     parts.append(body[start:k])
     out: dict[str, str] = {}
     for part in parts:
-        name, eq, value = part.strip().partition("=")
+        name, eq, value = part.strip().partition(sep)
+        if sep == ": ":
+            if len(name) < 3 or name[0] != "'" or name[-1] != "'":
+                continue
+            name = name[1:-1]
         if eq and name.isidentifier():
             out[name] = value
     return out

@@ -10,6 +10,8 @@ events / batches, overall and per ``--window`` seconds, against :data:`RETRACTIO
 from __future__ import annotations
 
 from ..method import MIN_STATS_LINES, RETRACTION_RULE, retraction_share
+
+RULE = f"{RETRACTION_RULE:.0%}"  # "5%"
 from .basis import Basis
 from .domains import AMOUNT, COUNT, LABEL, POSITIVE, REASONS, SHARE, VERDICT, Figures, ListOf, Record, verdict
 from .stats import plural, ratio
@@ -104,15 +106,15 @@ def section(b: Basis, window: float) -> dict:
                     f"No retractions in {plural(lines, 'Prefill/Decode line')}: too few to say that KV memory "
                     "never runs out." if lines < MIN_STATS_LINES else "No retractions: KV memory never ran out.")
     elif share is None:
-        v = verdict("unknown_share", f"{plural(events, 'retraction event')}; their share of batches (the 5% rule) "
+        v = verdict("unknown_share", f"{plural(events, 'retraction event')}; their share of batches (the {RULE} rule) "
                     f"cannot be given: {f.na['share_of_batches']}.")
     elif share > RETRACTION_RULE or over:
         v = verdict("above_rule", f"{pct(share, 2)} of batches were retractions overall, peak {pct(peak, 2)} in a "
-                    f"{window:g}-s window ({over} of {plural(len(shares), 'window')} above 5%): the ceiling is too "
-                    "high for this load (method: more than 5% of batches preempted).")
+                    f"{window:g}-s window ({over} of {plural(len(shares), 'window')} above {RULE}): the ceiling is too "
+                    f"high for this load (method: more than {RULE} of batches preempted).")
     else:
         v = verdict("below_rule", f"{pct(share, 2)} of batches were retractions overall, peak {pct(peak, 2)} in a "
-                    f"{window:g}-s window: below the 5% rule, but every retraction is recomputed work; "
+                    f"{window:g}-s window: below the {RULE} rule, but every retraction is recomputed work; "
                     "see throughput truth.")
     f.put("verdict", v)
     return f.done()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from .. import method
 from .fmt import count_range, num, pct
 from .stats import plural
 
@@ -101,7 +102,7 @@ def _batch(b: dict) -> list[tuple[str, str]]:
 def _retractions(r: dict) -> list[tuple[str, str]]:
     shares = [w["share"] for w in r["windows"] if w["share"] is not None]
     windows = (f"peak {pct(r['peak_window_share'], 2)}, {r['windows_above_rule']} of "
-               f"{plural(len(shares), 'window')} above 5%" if r["peak_window_share"] is not None
+               f"{plural(len(shares), 'window')} above {method.RETRACTION_RULE:.0%}" if r["peak_window_share"] is not None
                else fig(r, "peak_window_share"))
     return [
         ("events / requests retracted", f"{r['events']} / {r['requests']}"
@@ -110,7 +111,7 @@ def _retractions(r: dict) -> list[tuple[str, str]]:
         ("KV tokens freed (#new_tokens_gained)", num(r["freed_tokens"])),
         ("batches", f"{num(r['batches'])} = {num(r['prefill_batches'])} prefill + {num(r['decode_steps'])} decode "
                     f"steps (Decode lines x {r['decode_log_interval']}, {r['decode_log_interval_source']})"),
-        ("retraction share of batches (rule: 5%)", share(r, "share_of_batches", 2)),
+        (f"retraction share of batches (rule: {method.RETRACTION_RULE:.0%})", share(r, "share_of_batches", 2)),
         (f"per {r['window_seconds']:g}-s window", windows),
         ("latest new_token_ratio", fig(r, "latest_new_token_ratio", 4)),
     ]
@@ -154,8 +155,8 @@ def _kv(k: dict) -> list[tuple[str, str]]:
         ("KV capacity (tokens)", cap),
         ("mean KV tokens per running request", per),
         ("theoretical capacity (requests)", reqs),
-        ("safe ceiling (x 0.7)", fig(k, "safe_ceiling_requests")),
-        ("recommended --max-running-requests, offline (60-70%)"
+        (f"safe ceiling (x {method.SAFETY_FACTOR:g})", fig(k, "safe_ceiling_requests")),
+        (f"recommended --max-running-requests, offline ({method.OFFLINE_RANGE[0]:.0%}-{method.OFFLINE_RANGE[1]:.0%})".replace("%-", "-")
          + (f", per DP rank ({k['dp_ranks']} ranks)" if k.get("capacity_scope") == "per DP rank" else ""),
          count_range(rec) if rec else fig(k, "recommended_max_running_requests_offline")),
         ("configured ceiling / observed decode p99",

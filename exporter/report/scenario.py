@@ -97,7 +97,7 @@ def checklist(b: Basis, window: float, scenario: dict, retractions: dict, kv: di
                     + (f" at the observed {num(kv['mean_tokens_per_running_request'])} tokens per running request"
                        if kv["capacity_limiting_pool"] == "kv" else
                        f" (the {kv['capacity_limiting_pool']} pool is the limit)")
-                    + f"; {_fig(kv, 'safe_ceiling_requests')} with the 0.7 safety factor; offline ceiling "
+                    + f"; {_fig(kv, 'safe_ceiling_requests')} with the {method.SAFETY_FACTOR:g} safety factor; offline ceiling "
                       f"{count_range(kv['recommended_max_running_requests_offline'])}."
                     if cap_reqs is not None else kv["verdict"]["text"])},
         {"question": "What is the arrival rate?", "answerable": "yes" if arrivals is not None else "no",

@@ -36,6 +36,8 @@ What is refused (:meth:`SchedulerStates.apply` returns the reason, :data:`REJECT
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 from dataclasses import dataclass, field
 
@@ -211,10 +213,14 @@ class SchedulerStates:
         decode_log_interval: Decode steps per Decode line when the log has no ``server_args`` line
             (``--sglang.decode-log-interval``); a ``decode_log_interval=`` in ``server_args`` wins.
         clock: Wall-clock source (seconds since epoch), injectable for tests.
+        decode_log_interval_source: Where ``decode_log_interval`` came from: ``setting`` (the user
+            gave it) or ``default`` (SGLang's default, assumed): what
+            :attr:`decode_log_interval_source` says when the log gives none.
     """
 
     def __init__(self, decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL, clock=time.time,
-                 chunked_prefill_size: int | None = None):
+                 chunked_prefill_size: int | None = None, decode_log_interval_source: str = "setting"):
+        self.configured_decode_log_interval_source = decode_log_interval_source
         self.configured_chunked_prefill_size = chunked_prefill_size
         self.schedulers: dict[Key, SchedulerState] = {}
         self.configured_decode_log_interval = decode_log_interval
@@ -237,6 +243,15 @@ class SchedulerStates:
         if sa is not None and sa.decode_log_interval:
             return sa.decode_log_interval
         return self.configured_decode_log_interval
+
+    @property
+    def decode_log_interval_source(self) -> str:
+        """Where :attr:`decode_log_interval` comes from: ``server_args`` (the log), ``setting``
+        (``--sglang.decode-log-interval``) or ``default`` (nothing says: SGLang's default assumed)."""
+        sa = self.server_args
+        if sa is not None and sa.decode_log_interval:
+            return "server_args"
+        return self.configured_decode_log_interval_source
 
     @property
     def capacity(self) -> Capacity | None:
@@ -282,11 +297,15 @@ class SchedulerStates:
         """:meth:`effective_capacity`, else a capacity of ``#tokens`` only from the ``KV Cache is
         allocated`` line (the scheduler's own, else the latest of any scheduler of its stage): what
         the capacity gauges show. SGLang Omni's stages never print the capacity line, only the KV line.
+        A ``Post-capture KV sizing`` line (SGLang 0.5.21+) gives the pool actually backed, which wins
+        over the capacity line's ``max_total_num_tokens``.
         """
         cap = self.effective_capacity(sched, stage)
-        if cap is not None:
-            return cap
         alloc = sched.kv_allocation or self.kv_allocations.get(stage)
+        if cap is not None:
+            if alloc is not None and alloc.post_capture and alloc.tokens != cap.max_total_num_tokens:
+                return dataclasses.replace(cap, max_total_num_tokens=alloc.tokens)  # the pool backed
+            return cap
         return None if alloc is None else Capacity(alloc.origin, alloc.tokens)
 
     @staticmethod
@@ -489,7 +508,7 @@ class SchedulerStates:
         r.prefill_batches += 1
         r.batch_size_prefill.observe(ev.new_seq)
         r.prefill_tokens.observe(ev.new_token)
-        r.prefill_computed_tokens += ev.new_token
+        r.prefill_computed_tokens += ev.new_token if ev.replay_token is None else ev.new_token + ev.replay_token
         if ev.cached_token:
             r.prefill_cached_tokens += ev.cached_token
         # #new-seq counts a continuing chunk of a chunked prefill again; it left the queue earlier.

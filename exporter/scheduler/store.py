@@ -54,6 +54,8 @@ class SchedulerView:
             capacity line, else ``#tokens`` of a ``KV Cache is allocated`` line (an SGLang Omni stage's
             own, since Omni never prints the capacity line).
         decode_log_interval: Decode steps per Decode line in effect.
+        decode_log_interval_source: Where it comes from: ``server_args``, ``setting`` or ``default``
+            (:attr:`SchedulerStates.decode_log_interval_source`).
         last_stats_wall: Wall-clock time (s since epoch) the latest Prefill/Decode line was read.
     """
 
@@ -64,6 +66,12 @@ class SchedulerView:
     capacity: Capacity | None
     decode_log_interval: int
     last_stats_wall: float | None
+    decode_log_interval_source: str = "setting"
+
+    @property
+    def decode_log_interval_by_source(self) -> dict[str, int]:
+        """``{source: interval}``: the interval in effect under the name of its source (one series)."""
+        return {self.decode_log_interval_source: self.decode_log_interval}
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +93,8 @@ class SchedulerStore:
 
     Args:
         states: The state to guard (a fresh :class:`SchedulerStates` by default).
+        assumed_interval_level: Logging level of the once-per-stage notice that decode steps rest on
+            an assumed ``decode_log_interval`` (WARNING; the demo, whose log is known, says it at INFO).
 
     Attributes:
         states: The guarded state. Read it directly only while holding :attr:`lock` (tests,
@@ -94,10 +104,12 @@ class SchedulerStore:
             collector can tell that nothing changed since its last snapshot without taking one.
     """
 
-    def __init__(self, states: SchedulerStates | None = None):
+    def __init__(self, states: SchedulerStates | None = None, assumed_interval_level: int = logging.WARNING):
         self.states = states if states is not None else SchedulerStates()
+        self._assumed_interval_level = assumed_interval_level
         self.lock = threading.Lock()
         self.generation = 0
+        self._warned_interval: set[str] = set()  # stages warned of an assumed decode_log_interval
 
     def apply(self, events: Sequence[Event], wall: float) -> list[tuple[Event, str]]:
         """Apply events in order, atomically for readers (a scrape never sees half of them).
@@ -162,11 +174,28 @@ class SchedulerStore:
         with self.lock:
             st = self.states
             interval = st.decode_log_interval
+            source = st.decode_log_interval_source
             generation = self.generation
             raw = [(key, _raw(s), st.capacity_in_effect(s, key[0])) for key, s in st.schedulers.items()]
         raw.sort(key=lambda item: (item[0][0], len(item[0][1]), item[0][1]))
-        return SchedulerSnapshot(tuple(_view(key, r, capacity, interval) for key, r, capacity in raw),
-                                 generation)
+        views = tuple(_view(key, r, capacity, interval, source) for key, r, capacity in raw)
+        if source == "default":
+            self._warn_assumed_interval(views, interval)
+        return SchedulerSnapshot(views, generation)
+
+    def _warn_assumed_interval(self, views: tuple[SchedulerView, ...], interval: int) -> None:
+        """Warn once per stage whose decode steps rest on the assumed interval (Decode lines seen,
+        no ``server_args`` with ``decode_log_interval``, no setting)."""
+        for v in views:
+            stage = v.identity[0]
+            if stage not in self._warned_interval and v.counter.get("decode_lines", 0) > 0:
+                self._warned_interval.add(stage)
+                log.log(self._assumed_interval_level,
+                        "decode_log_interval: the log has no server_args line giving it%s; decode steps "
+                            "assume SGLang's default of %d per Decode batch line "
+                        "(sglang_scheduler_decode_log_interval{source=\"default\"}); set "
+                        "--sglang.decode-log-interval to the server's --decode-log-interval",
+                        f" (stage {stage})" if stage else "", interval)
 
     def pipeline_snapshot(self) -> dict | None:
         """SGLang Omni's pipeline facts, copied under the lock
@@ -183,7 +212,8 @@ def _raw(s: SchedulerState) -> tuple:
     return replicas, dict(s.gauges), dict(s.kv_pools), dict(s.pd_queues), s.last_stats_wall
 
 
-def _view(identity: tuple[str, ...], raw: tuple, capacity: Capacity | None, interval: int) -> SchedulerView:
+def _view(identity: tuple[str, ...], raw: tuple, capacity: Capacity | None, interval: int,
+          source: str = "setting") -> SchedulerView:
     """One scheduler's view from its raw copy: maxima over replicas, cumulative buckets."""
     replicas, gauges, kv_pools, pd_queues, last_stats_wall = raw
     counter = {name: max((r[0][i] for r in replicas), default=0) for i, name in enumerate(COUNTER_FIELDS)}
@@ -204,4 +234,4 @@ def _view(identity: tuple[str, ...], raw: tuple, capacity: Capacity | None, inte
     latest: dict[str, Any] = gauges
     latest["kv_pools"] = kv_pools
     latest["pd_queues"] = pd_queues
-    return SchedulerView(identity, counter, histogram, latest, capacity, interval, last_stats_wall)
+    return SchedulerView(identity, counter, histogram, latest, capacity, interval, last_stats_wall, source)

@@ -39,7 +39,7 @@ _BOUNDS = {name: HISTOGRAM_BOUNDS[name] for name, _ in RUN_HISTOGRAMS}
 #: none of them is no scheduler line, and is counted as such without being decoded and parsed.
 #: ``tests/test_log_bulk.py`` checks them against the parser's source, so a new title fails there.
 TITLE_TOKENS = (b" batch", b"etract", b"out of memory", b"max_total_num_tokens=", b"server_args=", b"Stats(",
-                b"#running-req", b"KV Cache is allocated")
+                b"#running-req", b"KV Cache is allocated", b"KV cache allocated")
 #: SGLang Omni's own lines (:mod:`.omni`) are read by the parser when a line holds ``,mmm [`` (its
 #: ``_HINT``, ``\d`` of any script) in its first 512 characters. In the raw bytes, such a line holds
 #: ``" ["`` and this pattern (any character of a digit's UTF-8 encoding is neither a blank nor ``[``):

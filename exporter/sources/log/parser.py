@@ -180,7 +180,8 @@ _PREFILL_PD = {
     "#inflight-req": "inflight",
     "#optimistic-req": "optimistic",
 }
-_DECODE_PD = {"#prealloc-req": "prealloc", "#transfer-req": "transfer", "#retracted-req": "retracted"}
+_DECODE_PD = {"#prealloc-req": "prealloc", "#transfer-req": "transfer", "#host-receive-req": "host_receive",
+              "#retracted-req": "retracted"}
 _USAGE_POOL_ITEMS = tuple(_USAGE_POOL.items())
 
 
@@ -284,6 +285,7 @@ def _prefill(line: str, start: int, j: int, period_body: bool = False) -> Event 
             pd_queues=pd,
             input_throughput=_opt_float(fields, "input throughput (token/s)"),
             graph=_graph(fields),
+            replay_token=_opt_int(fields, "#replay-token"),
         )
     except _Damaged as exc:
         return Malformed("prefill", str(exc))
@@ -379,7 +381,7 @@ def _gib(value: str) -> float:
     return _float(number) * (1 << 30)
 
 
-def _kv_allocation(line: str, start: int, j: int) -> Event | Malformed | None:
+def _kv_allocation(line: str, start: int, j: int, post_capture: bool = False) -> Event | Malformed | None:
     try:
         fields = _split_fields(line[j:])
         if "#tokens" not in fields and _foreign(fields, _KV_ALLOCATION_KEYS):
@@ -390,18 +392,20 @@ def _kv_allocation(line: str, start: int, j: int) -> Event | Malformed | None:
             size = _gib(_required(fields, "K size")) + _gib(_required(fields, "V size"))
         else:
             size = None
-        return KvAllocation(parse_origin(line[:start]), _int(_required(fields, "#tokens")), size)
+        return KvAllocation(parse_origin(line[:start]), _int(_required(fields, "#tokens")), size, post_capture)
     except _Damaged as exc:
         return Malformed("kv_allocation", str(exc))
 
 
+#: ``server_args`` values read, in both forms SGLang printed: ``ServerArgs(name=value, ...)`` (up to
+#: 0.5.18) and the Python dict ``{'name': value, ...}`` (0.5.19+, ``_server_args_for_logging``).
 _SERVER_ARG = {
-    name: re.compile(rf"(?<![\w.]){name}=(-?\d{{1,9}}|None)(?!\d)", re.ASCII)
+    name: re.compile(rf"(?:(?<![\w.]){name}=|'{name}': )(-?\d{{1,9}}|None)(?!\d)", re.ASCII)
     for name in ("decode_log_interval", "chunked_prefill_size", "max_running_requests")
 }
 #: Parallel sizes of ``server_args`` by the rank tag they bound (``docs/log-format.md#rank-tags``).
 _RANK_SIZE = {
-    tag: re.compile(rf"(?<![\w.]){name}=(\d{{1,6}})(?!\d)", re.ASCII)
+    tag: re.compile(rf"(?:(?<![\w.]){name}=|'{name}': )(\d{{1,6}})(?!\d)", re.ASCII)
     for tag, name in (("DP", "dp_size"), ("TP", "tp_size"), ("PP", "pp_size"), ("EP", "ep_size"),
                       ("ATTN_CP", "attn_cp_size"), ("MOE_DP", "moe_dp_size"))
 }
@@ -409,11 +413,14 @@ _RANK_SIZE = {
 
 def _server_args(line: str, start: int) -> Event | Malformed:
     body = line[start:]
+    found = False
     values: dict[str, int | None] = {}
     for name, pattern in _SERVER_ARG.items():
         m = pattern.search(body)
-        if m and m.group(1) != "None":
-            values[name] = int(m.group(1))
+        if m:
+            found = True
+            if m.group(1) != "None":
+                values[name] = int(m.group(1))
     interval = values.get("decode_log_interval")
     if interval is not None and not DECODE_LOG_INTERVAL_MIN <= interval <= DECODE_LOG_INTERVAL_MAX:
         return Malformed("server_args", f"decode_log_interval={interval}")
@@ -421,8 +428,12 @@ def _server_args(line: str, start: int) -> Event | Malformed:
     sizes = {}
     for tag, pattern in _RANK_SIZE.items():
         m = pattern.search(body)
-        if m and int(m.group(1)) > 0:
-            sizes[tag] = int(m.group(1))
+        if m:
+            found = True
+            if int(m.group(1)) > 0:
+                sizes[tag] = int(m.group(1))
+    if not found:  # a line counted as parsed is a line applied: no known setting, nothing applied
+        return Malformed("server_args", "no known setting")
     return ServerArgs(
         origin=parse_origin(line[:start]),
         decode_log_interval=interval,
@@ -481,6 +492,12 @@ def parse_line(line: str) -> Event | Malformed | None:
         return Malformed("other", f"parser error: {type(exc).__name__}")
 
 
+#: What follows ``retract_decode: aborted `` on its two lines (``RetractAbort``).
+_ABORT_TAILS = ("last request ", "request ")
+#: The tail of the ``Post-capture KV sizing`` line, printed as ``name=value`` (cut before the fields are read).
+_AVAIL_MEM = ", avail mem="
+
+
 def _parse(line: str) -> Event | Malformed | None:
     i = line.find("Decode batch")
     if i >= 0 and starts_message(line, i):
@@ -497,8 +514,8 @@ def _parse(line: str) -> Event | Malformed | None:
     i = line.find("Testing retraction.")
     if i >= 0 and starts_message(line, i):
         return _retraction(line, i, i + 19)
-    i = line.find("retract_decode: aborted last request")
-    if i >= 0 and starts_message(line, i):
+    i = line.find("retract_decode: aborted ")
+    if i >= 0 and line.startswith(_ABORT_TAILS, i + 24) and starts_message(line, i):
         return RetractAbort(parse_origin(line[:i]))
     i = line.find("max_total_num_tokens=")
     if i >= 0 and starts_message(line, i):
@@ -509,6 +526,10 @@ def _parse(line: str) -> Event | Malformed | None:
     i = line.find("KV Cache is allocated.")
     if i >= 0 and starts_message(line, i):
         return _kv_allocation(line, i, i + 22)
+    i = line.find("Post-capture KV sizing: KV cache allocated.")
+    if i >= 0 and starts_message(line, i):
+        k = line.find(_AVAIL_MEM, i)  # the only field of this line printed as name=value
+        return _kv_allocation(line[:k] if k > 0 else line, i, i + 43, post_capture=True)
     i = line.find("Time Stats(")
     if i >= 4 and line.startswith("Req ", i - 4) and starts_message(line, i - 4):
         return _req_time_stats(line, i - 4, line.find("):", i))

@@ -125,7 +125,9 @@ def starts_message(line: str, i: int) -> bool:
     """True when position ``i`` is where a log record's message starts.
 
     That is the start of the line (after blanks), right after a ``]`` (SGLang's bracket, an inline
-    ``[gpu_id=N]``, a fork's ``[file:line]``), or right after a ``:`` (a logger-name prefix). A title
+    ``[gpu_id=N]``, a fork's ``[file:line]``), right after a ``:`` (a logger-name prefix), or right
+    after a bare level word that follows a time stamp (hosted platforms' ``2026-09-26T19:55:58.468Z
+    host INFO msg``). A title
     found anywhere else, such as inside a logged request's text, is not a scheduler line.
 
     A prefix holding ``obj=`` or a quote may be a request logged by ``--log-requests`` (Python repr or
@@ -146,13 +148,28 @@ def starts_message(line: str, i: int) -> bool:
         if j < 0:
             return True
     if line[j] not in "]:":
-        return False
+        if not _after_level_word(line, j):
+            return False
     prefix = line[:i]
     if "obj=" in prefix:
         return False
     if "'" not in prefix and '"' not in prefix:
         return True
     return _glued(line, prefix, i)
+
+
+#: Level words of Python logging (and ``WARN``), as hosted platforms print them before a message.
+_LEVEL_WORDS = ("INFO", "WARNING", "WARN", "DEBUG", "ERROR", "CRITICAL")
+
+
+def _after_level_word(line: str, j: int) -> bool:
+    """``line[j]`` ends a level word (:data:`_LEVEL_WORDS`) that stands alone after blanks, in a
+    prefix holding a date-time stamp: ``2026-09-26T19:55:58.468Z host INFO `` before a message."""
+    for word in _LEVEL_WORDS:
+        k = j + 1 - len(word)
+        if k >= 1 and line.startswith(word, k) and line[k - 1] == " ":
+            return _DATETIME.search(line, 0, k) is not None
+    return False
 
 
 def _glued(line: str, prefix: str, i: int) -> bool:

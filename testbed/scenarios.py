@@ -1,0 +1,187 @@
+"""The test bed's scenarios: which flags a real SGLang server starts with and what load it gets.
+
+A scenario is one or more starts of a server appending to one log (several starts: a restart).
+:meth:`Scenario.run` keeps, under its output folder:
+
+* ``server.log``: everything the server printed (stdout and stderr), every start appended;
+* ``sglang-metrics/<start>-ready.prom`` / ``-end.prom`` / ``-tNNN.prom``: SGLang's own ``/metrics``
+  when the server was ready (after its warm-up request), at the end of the load, and every
+  :data:`SCRAPE_EVERY` seconds in between;
+* ``fpm.jsonl``: the per-forward-pass stream as received (scenarios with the stream);
+* ``client.jsonl``: the benchmark client's result, one JSON object per start;
+* ``run.json``: version, flags, times of each start.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import load as load_mod
+from . import stack
+from .load import Load
+from .server import Server
+
+HERE = Path(__file__).resolve().parent
+#: Seconds between scrapes of SGLang's ``/metrics`` during a load.
+SCRAPE_EVERY = 3.0
+#: The stream's name, relative to the output folder (SGLang appends ``.<dp_rank>``).
+FPM_NAME = "fpm"
+
+
+@dataclass(frozen=True)
+class Start:
+    """One server start: its flags (``{fpm}`` is replaced by the stream's ``ipc://`` name) and its load."""
+
+    flags: tuple[str, ...]
+    load: Load
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A scenario of the issue "A real SGLang server in CI" (``docs/testbed.md`` lists them)."""
+
+    name: str
+    doc: str
+    starts: tuple[Start, ...]
+    fpm_ranks: int = 0  # DP ranks whose stream is recorded (0: no stream)
+
+    def run(self, out: Path, version: str = stack.NEWEST,
+            on_scrape: Callable[[int, str, str], None] | None = None,
+            before_start: Callable[[int, Server], None] | None = None) -> "Run":
+        """Run every start in turn and keep the records under ``out`` (emptied first).
+
+        Args:
+            on_scrape: called as ``(start index, label, SGLang's /metrics text)`` right after each
+                scrape, so that a test can scrape the sidecar at the same moment.
+            before_start: called before each server starts (the sidecar may already follow the log).
+
+        Raises:
+            RuntimeError: a server or the client failed (with the log's tail).
+        """
+        out.mkdir(parents=True, exist_ok=True)
+        for old in ("server.log", "fpm.jsonl", "client.jsonl", "run.json"):
+            (out / old).unlink(missing_ok=True)
+        prom = out / "sglang-metrics"
+        prom.mkdir(exist_ok=True)
+        for old in prom.glob("*.prom"):
+            old.unlink()
+        run = Run(out, self, version)
+        recorder = None
+        if self.fpm_ranks:
+            endpoints = [f"{self.fpm_endpoint(out)}.{r}" for r in range(self.fpm_ranks)]
+            recorder = subprocess.Popen([str(stack.python(version)), str(HERE / "fpm_record.py"),
+                                         str(out / "fpm.jsonl"), *endpoints],
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            recorder.stdout.readline()  # "recording": subscribed before the server binds
+        try:
+            for i, start in enumerate(self.starts):
+                flags = [f.replace("{fpm}", self.fpm_endpoint(out)) for f in start.flags]
+                server = Server(version, flags, out / "server.log")
+                if before_start:
+                    before_start(i, server)
+                t0 = time.time()
+                with server:
+                    ready = time.time()
+
+                    def scrape(label: str) -> None:
+                        text = server.metrics()
+                        (prom / f"{i}-{label}.prom").write_text(text)
+                        if on_scrape:
+                            on_scrape(i, label, text)
+
+                    scrape("ready")
+                    done = threading.Event()
+
+                    def ticker() -> None:
+                        k = 0
+                        while not done.wait(SCRAPE_EVERY):
+                            k += 1
+                            try:
+                                scrape(f"t{k:03d}")
+                            except Exception:  # a scrape that fails mid-load is skipped
+                                pass
+
+                    th = threading.Thread(target=ticker, daemon=True)
+                    th.start()
+                    try:
+                        result = load_mod.run(start.load, server, out / "client.jsonl")
+                    finally:
+                        done.set()
+                        th.join()
+                    time.sleep(1.0)  # the last stats lines of the load reach the log
+                    scrape("end")
+                run.starts.append({"flags": flags, "started": t0, "ready": ready, "stopped": time.time(),
+                                   "result": {k: result.get(k) for k in ("completed", "duration", "mean_tpot_ms",
+                                                                            "mean_ttft_ms", "request_throughput")}})
+        finally:
+            if recorder is not None:
+                recorder.terminate()
+                recorder.wait(30)
+            (out / "run.json").write_text(json.dumps({"scenario": self.name, "version": version,
+                                                      "starts": run.starts}, indent=1))
+        return run
+
+    @staticmethod
+    def fpm_endpoint(out: Path) -> str:
+        """The stream's name flag value for a run under ``out``."""
+        return f"ipc://{out.resolve() / FPM_NAME}"
+
+
+@dataclass
+class Run:
+    """The records of one scenario run (paths under :attr:`out`)."""
+
+    out: Path
+    scenario: Scenario
+    version: str
+    starts: list[dict] = field(default_factory=list)
+
+    @property
+    def log(self) -> Path:
+        return self.out / "server.log"
+
+    def prom(self, start: int, label: str) -> str:
+        """SGLang's ``/metrics`` text of a start at a label (``ready``, ``end``, ``t001``...)."""
+        return (self.out / "sglang-metrics" / f"{start}-{label}.prom").read_text()
+
+    def client(self) -> list[dict]:
+        """The client's result of each start."""
+        return [json.loads(x) for x in (self.out / "client.jsonl").read_text().splitlines() if x.strip()]
+
+
+#: KV pressure: a small pool, requests that stop at EOS, a scheduler that admits eagerly.
+_KV_PRESSURE = ("--max-total-tokens", "3000", "--max-running-requests", "32",
+                "--schedule-conservativeness", "0.05")
+_STEADY = Load(num_prompts=60, input_len=200, output_len=100, rate=4.0, seed=1)
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    # (a) then (f): steady load at SGLang's default decode log interval, then a restart with other
+    # settings whose output continues the same log
+    Scenario("steady-restart", "(a) SGLang's default decode log interval (40) under steady Poisson load; "
+             "(f) the server restarted with other settings, the new run appending to the same log",
+             (Start(("--max-total-tokens", "20000", "--max-running-requests", "16"), _STEADY),
+              Start(("--max-total-tokens", "6000", "--max-running-requests", "8", "--decode-log-interval", "5",
+                     "--chunked-prefill-size", "1024"),
+                    Load(num_prompts=30, input_len=200, output_len=100, rate=4.0, seed=5)))),
+    # (b) and (c): KV pressure with retractions, every decode step logged and streamed
+    Scenario("kv-pressure", "(b) KV pressure with retractions; (c) --decode-log-interval 1 with the "
+             "per-forward-pass stream",
+             (Start(_KV_PRESSURE + ("--decode-log-interval", "1", "--enable-forward-pass-metrics",
+                                    "--forward-pass-metrics-ipc-name", "{fpm}"),
+                    Load(num_prompts=80, input_len=200, output_len=200, rate=8.0, seed=2)),),
+             fpm_ranks=1),
+    Scenario("dp2", "(d) --dp-size 2: two schedulers, one log",
+             (Start(("--dp-size", "2", "--max-total-tokens", "20000", "--max-running-requests", "16",
+                     "--decode-log-interval", "5"),
+                    Load(num_prompts=30, input_len=200, output_len=60, rate=4.0, seed=6)),)),
+    Scenario("priority", "(e) --enable-priority-scheduling, requests of two priorities",
+             (Start(("--enable-priority-scheduling", "--max-total-tokens", "3000", "--max-running-requests", "8",
+                     "--decode-log-interval", "5"),
+                    Load(num_prompts=40, input_len=200, output_len=100, rate=6.0, seed=3, priorities=(0, 10))),)),
+)}

@@ -1,0 +1,110 @@
+"""A test bed scenario run with the sidecar following it live (``tests/test_real_sglang.py``).
+
+The sidecar (the real ``sglang-exporter`` command) starts before the server, on a log that does not
+exist yet, and follows it (and the per-pass stream) while the server writes it; it is scraped right
+after every scrape of SGLang's own ``/metrics``. When the run is over the finished log is read again
+by ``--one-shot`` and ``report --format json``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conftest import IN_CI, ROOT, samples
+from exporter_support import Exporter, command
+
+sys.path.insert(0, str(ROOT))
+from testbed import scenarios, stack  # noqa: E402
+
+DEADLINE = 60.0
+
+
+def require_stack(version: str) -> None:
+    """Skip (locally) or fail (under CI=true) when the SGLang stack of ``version`` is not built."""
+    if not stack.ready(version):
+        msg = (f"the SGLang {version} test bed is not built in {stack.cache_dir()}: "
+               f"run 'python3 -m testbed build {version}' (.ci/run does)")
+        if IN_CI:
+            pytest.fail(msg)
+        pytest.skip(msg)
+
+
+def series(text: str, name: str, **labels) -> list[float]:
+    """Values of every sample called ``name`` whose labels include ``labels``."""
+    want = set(labels.items())
+    return [v for (n, lab), v in samples(text).items() if n == name and want <= set(lab)]
+
+
+def one(text: str, name: str, **labels) -> float:
+    """The sum over the samples of :func:`series` (SGLang labels by TP/PP rank; one series each here)."""
+    found = series(text, name, **labels)
+    assert found, f"no sample {name} {labels}"
+    return sum(found)
+
+
+@dataclass
+class LiveRun:
+    """A finished scenario run: SGLang's records, the sidecar's scrapes and the offline readings."""
+
+    run: scenarios.Run
+    pairs: list[tuple[int, str, str, str]] = field(default_factory=list)  # (start, label, sglang, sidecar)
+    final: str = ""            # the sidecar's /metrics once it has read the whole log
+    one_shot: str = ""         # --one-shot on the finished log
+    report: dict = field(default_factory=dict)   # report --format json on the finished log
+    sidecar_log: str = ""      # the sidecar's own stderr
+
+    def sglang(self, start: int, label: str = "end") -> str:
+        return self.run.prom(start, label)
+
+    def sglang_delta(self, name: str, **labels) -> float:
+        """Sum over the starts of (end - ready) of an SGLang counter: what the load did, warm-up excluded."""
+        return sum(one(self.sglang(i), name, **labels) - one(self.sglang(i, "ready"), name, **labels)
+                   for i in range(len(self.run.starts)))
+
+    def sglang_total(self, name: str, **labels) -> float:
+        """Sum over the starts of an SGLang counter at the end (each start's counters begin at 0)."""
+        return sum(one(self.sglang(i), name, **labels) for i in range(len(self.run.starts)))
+
+
+def live_run(version: str, name: str, root: Path) -> LiveRun:
+    """Run scenario ``name`` on SGLang ``version`` under ``root`` with the sidecar following it."""
+    scenario = scenarios.SCENARIOS[name]
+    out = root / f"{version}-{name}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "server.log").unlink(missing_ok=True)
+    args = ["--log.path", str(out / "server.log"), "--log.from-beginning", "--gpu.enabled", "false"]
+    if scenario.fpm_ranks:
+        endpoint = scenario.fpm_endpoint(out)
+        args += ["--fpm.endpoints", ",".join(f"{endpoint}.{r}" for r in range(scenario.fpm_ranks))]
+    sidecar = Exporter(*args)
+    live = LiveRun(run=None)  # type: ignore[arg-type]
+    try:
+        def on_scrape(i: int, label: str, text: str) -> None:
+            live.pairs.append((i, label, text, sidecar.get("/metrics")[1]))
+
+        live.run = scenario.run(out, version, on_scrape=on_scrape)
+        size = (out / "server.log").stat().st_size
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            text = sidecar.get("/metrics")[1]
+            read = sum(series(text, "sglang_exporter_log_bytes_read_total"))
+            if read >= size or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert read >= size, f"the sidecar read {read} of {size} bytes of the log"
+        live.final = text
+    finally:
+        sidecar.terminate()
+        live.sidecar_log = "".join(sidecar.stderr_lines)
+    log = str(out / "server.log")
+    live.one_shot = subprocess.run([*command(), "--log.path", log, "--one-shot"], check=True,
+                                   capture_output=True, text=True).stdout
+    live.report = json.loads(subprocess.run([*command(), "report", log, "--format", "json"], check=True,
+                                            capture_output=True, text=True).stdout)
+    return live

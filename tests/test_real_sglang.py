@@ -1,0 +1,227 @@
+"""The exporter against a real SGLang server (the test bed, ``docs/testbed.md``): every figure is
+checked against SGLang's own counters from the same run, live (the sidecar follows the log and the
+per-pass stream while the server writes them, scraped beside SGLang's ``/metrics``) and offline
+(``--one-shot`` and ``report`` on the finished log).
+
+Exact figures must be equal. Estimated figures have the tolerance stated, and why, next to each
+assertion. The SGLang stack is built by ``python3 -m testbed build`` (``.ci/run`` does it); without
+it these tests skip locally and fail under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import samples
+from realserver_support import live_run, one, require_stack, series
+
+from testbed import stack
+
+_RUNS: dict[tuple[str, str], object] = {}
+
+
+@pytest.fixture(scope="module", params=list(stack.RELEASES))
+def version(request):
+    require_stack(request.param)
+    return request.param
+
+
+def _run(version, name, tmp_path_factory):
+    key = (version, name)
+    if key not in _RUNS:
+        _RUNS[key] = live_run(version, name, tmp_path_factory.mktemp("testbed"))
+    return _RUNS[key]
+
+
+@pytest.fixture(scope="module")
+def steady(version, tmp_path_factory):
+    return _run(version, "steady-restart", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def kv(version, tmp_path_factory):
+    return _run(version, "kv-pressure", tmp_path_factory)
+
+
+def passes(text: str, phase: str) -> float:
+    """SGLang's forward passes of a phase: ``sglang:cuda_graph_passes_total{mode="<phase>_*"}``
+    (``_none`` without a CUDA graph, as on the CPU; ``_cuda_graph`` with one)."""
+    return sum(v for mode in ("none", "cuda_graph")
+               for v in series(text, "sglang:cuda_graph_passes_total", mode=f"{phase}_{mode}"))
+
+
+def sglang_passes(live, phase: str) -> float:
+    """Passes of a phase over every start of the run (each start's counter begins at 0)."""
+    return sum(passes(live.sglang(i), phase) for i in range(len(live.run.starts)))
+
+
+def batches(text: str, phase: str) -> float:
+    return one(text, "sglang_scheduler_batches_total", phase=phase)
+
+
+# --- (a) SGLang's default decode log interval, then (f) a restart appending to the same log --------
+
+def test_prefill_batches_equal_sglangs_prefill_passes_across_a_restart(steady):
+    """Exact: one Prefill batch line per prefill pass; the restarted server's lines are counted once
+    more, the first run's never twice (live, one-shot and report agree)."""
+    want = sglang_passes(steady, "prefill")
+    assert want > 0
+    assert batches(steady.final, "prefill") == want
+    assert batches(steady.one_shot, "prefill") == want
+    assert steady.report["retractions"]["prefill_batches"] == want
+
+
+def test_decode_steps_estimated_within_one_interval_per_run(steady):
+    """Estimated: Decode batch lines x decode_log_interval. SGLang prints a Decode line every
+    ``decode_log_interval``-th decode pass, so each run's estimate lies within one interval below its
+    true count: 40 for the first run (SGLang's default, read from server_args), 5 after the restart."""
+    true = sglang_passes(steady, "decode")
+    est = batches(steady.final, "decode")
+    assert true - (40 + 5) <= est <= true, (est, true)
+    assert batches(steady.one_shot, "decode") == est
+    assert steady.report["retractions"]["decode_steps"] == est
+
+
+def test_settings_in_effect_follow_the_flags_and_the_restart(steady):
+    """Exact: the settings the flags gave, read from the log (server_args and the capacity line), the
+    first run's while it ran and the new run's after the restart."""
+    first = [side for i, label, _, side in steady.pairs if i == 0 and label != "ready"]
+    assert first
+    for side in first:
+        assert one(side, "sglang_scheduler_decode_log_interval") == 40
+        assert one(side, "sglang_scheduler_max_running_requests") == 16
+        assert one(side, "sglang_scheduler_max_total_tokens") == 20000
+    final = steady.final
+    assert one(final, "sglang_scheduler_decode_log_interval") == 5
+    assert one(final, "sglang_scheduler_max_running_requests") == 8
+    assert one(final, "sglang_scheduler_max_total_tokens") == 6000
+    assert one(final, "sglang_scheduler_chunked_prefill_size") == 1024
+    settings = steady.report["settings"]
+    assert (settings["decode_log_interval"], settings["decode_log_interval_source"]) == (5, "server_args")
+    assert settings["max_running_requests"] == 8 and settings["chunked_prefill_size"] == 1024
+
+
+def test_no_setting_rests_on_a_default_when_the_log_gives_it(steady):
+    """The decode interval in effect is the log's own (server_args), never the assumed default."""
+    assert series(steady.final, "sglang_scheduler_decode_log_interval", source="server_args") == [5.0]
+    assert "assuming" not in steady.sidecar_log
+
+
+# --- (b) KV pressure with retractions and (c) --decode-log-interval 1 with the per-pass stream -----
+
+def test_retracted_requests_equal_sglangs_counter(kv):
+    """Exact: the sum of #retracted_reqs equals sglang:num_retracted_requests_total."""
+    want = kv.sglang_total("sglang:num_retracted_requests_total")
+    assert want > 0, "the scenario must retract"
+    assert one(kv.final, "sglang_scheduler_retracted_requests_total") == want
+    assert kv.report["retractions"]["requests"] == want
+
+
+def test_every_decode_step_is_counted_at_interval_one(kv):
+    """Exact: at --decode-log-interval 1 every decode pass prints a Decode line."""
+    assert batches(kv.final, "decode") == sglang_passes(kv, "decode")
+    assert batches(kv.final, "prefill") == sglang_passes(kv, "prefill")
+
+
+def test_the_stream_counts_every_pass_after_the_warm_up(kv):
+    """Exact: the stream's passes equal SGLang's between the server's ready point and the end (the
+    warm-up passes come before the subscription is complete; both are read at the same scrape)."""
+    ready = next(side for i, label, _, side in kv.pairs if label == "ready")
+    for phase in ("prefill", "decode"):
+        got = one(kv.final, "sglang_scheduler_forward_passes_total", mode=phase) - \
+            one(ready, "sglang_scheduler_forward_passes_total", mode=phase)
+        assert got == kv.sglang_delta("sglang:cuda_graph_passes_total", mode=f"{phase}_none"), phase
+
+
+def test_recomputed_tokens_are_the_freed_kv_of_the_retracted_requests(kv):
+    """``method="new_tokens_gained"``: the KV tokens each retraction freed. SGLang's own
+    ``num_retracted_input_tokens + num_retracted_output_tokens`` count every token the retracted
+    requests held, which their re-admission prefills again; the freed KV is that less the prefix
+    still shared with the radix cache, so it is at most SGLang's figure, and with random-id prompts
+    (a shared prefix of a few tokens per request) within 10% of it."""
+    sglang = kv.sglang_total("sglang:num_retracted_input_tokens_total") + \
+        kv.sglang_total("sglang:num_retracted_output_tokens_total")
+    got = one(kv.final, "sglang_scheduler_recomputed_tokens_total", method="new_tokens_gained")
+    assert 0.9 * sglang <= got <= sglang, (got, sglang)
+
+
+def test_queue_wait_agrees_with_sglangs_queue_time(kv):
+    """Estimated (Little's law over the stats lines): the time-integrated queue over admissions.
+    SGLang observes ``queue_time_seconds`` once per request; the log's queue is seen on every pass
+    at interval 1 and stamped to the second, so the mean wait is within 10% of SGLang's."""
+    sglang = kv.sglang_total("sglang:queue_time_seconds_sum") / kv.sglang_total("sglang:queue_time_seconds_count")
+    ours = one(kv.final, "sglang_scheduler_queue_request_seconds_total") / \
+        one(kv.final, "sglang_scheduler_admitted_requests_total")
+    assert ours == pytest.approx(sglang, rel=0.10), (ours, sglang)
+    assert kv.report["queue_latency"]["mean_wait_seconds_littles_law"] == pytest.approx(ours, rel=1e-6)
+
+
+def test_gauges_match_sglangs_at_the_same_scrape(kv):
+    """Running and queued requests: SGLang sets its gauges where it prints the stats line, so at
+    interval 1 a scrape of both sees the same line unless a pass ends between the two scrapes (a few
+    ms apart, passes take tens): equal in most scrapes, and within one pass's change otherwise."""
+    pairs = [(s, side) for _, label, s, side in kv.pairs if label.startswith("t")]
+    assert len(pairs) >= 5
+    equal = 0
+    for s, side in pairs:
+        r_ours, r_sglang = one(side, "sglang_scheduler_running_requests"), one(s, "sglang:num_running_reqs")
+        q_ours, q_sglang = one(side, "sglang_scheduler_queue_requests"), one(s, "sglang:num_queue_reqs")
+        equal += (r_ours, q_ours) == (r_sglang, q_sglang)
+        assert abs(r_ours - r_sglang) <= 8 and abs(q_ours - q_sglang) <= 8
+    assert equal >= 0.6 * len(pairs), f"{equal} of {len(pairs)} scrapes equal"
+
+
+def test_report_decode_step_agrees_with_the_clients_inter_token_latency(kv):
+    """Estimated: the report's mean decode step as a running request sees it (each step weighted
+    by its batch) against the benchmark client's mean inter-token latency (which weights every
+    token alike): within 25%, since the log stamps whole seconds and its throughput figure is
+    SGLang's own rounded rate."""
+    client = kv.run.client()[-1]
+    step = kv.report["queue_latency"]["decode_step_seconds"] * 1000
+    assert step == pytest.approx(client["mean_itl_ms"], rel=0.25), (step, client["mean_itl_ms"])
+
+
+# --- (d) --dp-size 2 -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dp2(version, tmp_path_factory):
+    return _run(version, "dp2", tmp_path_factory)
+
+
+def test_each_dp_rank_is_its_own_scheduler_with_sglangs_counts(dp2):
+    """Exact per DP rank: SGLang labels its counters by ``dp_rank``; the log tags each line ``DPn``."""
+    ranks = sorted({dict(lab)["dp_rank"] for (n, lab) in samples(dp2.final)
+                    if n == "sglang_scheduler_batches_total"})
+    assert ranks == ["0", "1"]
+    for rank in ranks:
+        want = sum(v for i in range(len(dp2.run.starts))
+                   for v in series(dp2.sglang(i), "sglang:cuda_graph_passes_total", mode="prefill_none", dp_rank=rank))
+        assert one(dp2.final, "sglang_scheduler_batches_total", phase="prefill", dp_rank=rank) == want
+        true = sum(v for i in range(len(dp2.run.starts))
+                   for v in series(dp2.sglang(i), "sglang:cuda_graph_passes_total", mode="decode_none", dp_rank=rank))
+        est = one(dp2.final, "sglang_scheduler_batches_total", phase="decode", dp_rank=rank)
+        assert true - 5 <= est <= true, (rank, est, true)  # one interval (5) per rank
+    assert len(dp2.report["schedulers"]) == 2
+
+
+# --- (e) --enable-priority-scheduling with two priorities ------------------------------------------
+
+@pytest.fixture(scope="module")
+def priority(version, tmp_path_factory):
+    return _run(version, "priority", tmp_path_factory)
+
+
+def test_priority_scheduling_changes_no_log_figure(priority):
+    """The log carries no priority: its figures are the server's totals, SGLang's ``priority=""``
+    series (or the unlabelled one). Prefill batches are exact; running and queued requests at the
+    same scrape agree in most scrapes (the same timing argument as at interval 1, one line per 5
+    decode steps here, so within a few requests)."""
+    assert batches(priority.final, "prefill") == sglang_passes(priority, "prefill")
+    pairs = [(s, side) for _, label, s, side in priority.pairs if label.startswith("t")]
+    assert pairs
+    for s, side in pairs:
+        total = series(s, "sglang:num_queue_reqs", priority="") or series(s, "sglang:num_queue_reqs")
+        assert total, "SGLang's queue gauge"
+        assert abs(one(side, "sglang_scheduler_queue_requests") - total[0]) <= 8
+    classes = {dict(lab).get("priority") for (n, lab) in samples(priority.sglang(0))
+               if n == "sglang:num_queue_reqs"}
+    assert {"0", "10"} <= classes, classes  # SGLang's own per-priority series, for the rules (docs/alerts.md)
