@@ -142,3 +142,36 @@ def bound_by_kv(decode_p50: float | None, ceiling: float | None, kv_usage: float
     if kv_usage is None or kv_usage <= BOUND_BY_KV_USAGE:
         return False
     return not ceiling or decode_p50 is None or decode_p50 < BOUND_BY_KV_BATCH_SHARE * ceiling
+
+
+# --------------------------------------------------------------------------- DP attention ranks
+
+#: DP attention (docs/method.md, "DP-rank imbalance"): every rank of one server runs each forward step
+#: in lockstep and waits for the busiest, so a load of ``max / mean`` across the ranks leaves
+#: ``1 - mean / max`` of their capacity idle. Above this ratio the imbalance is worth acting on
+#: (1.5: a third of the ranks' step capacity padded).
+DP_IMBALANCE_HIGH = 1.5
+#: ... while the ranks run at least this many requests each on average: a handful of requests over
+#: many ranks is imbalanced by arithmetic, and cheap.
+DP_IMBALANCE_MIN_RUNNING = 2
+
+
+def dp_imbalance(per_rank: list[float]) -> float | None:
+    """``max / mean`` of one figure (running requests, tokens) across the DP ranks of one server:
+    1.0 balanced, ``len(per_rank)`` one busy rank. None with fewer than two ranks or none busy."""
+    if len(per_rank) < 2:
+        return None
+    mean = sum(per_rank) / len(per_rank)
+    return max(per_rank) / mean if mean > 0 else None
+
+
+def dp_idle_share(per_rank: list[float]) -> float | None:
+    """Share of the DP ranks with nothing to run (a 0 in ``per_rank``); None with fewer than two ranks."""
+    if len(per_rank) < 2:
+        return None
+    return sum(1 for v in per_rank if v == 0) / len(per_rank)
+
+
+def dp_lost_share(ratio: float | None) -> float | None:
+    """The ranks' step capacity padded while they wait for the busiest: ``1 - 1 / ratio``."""
+    return None if ratio is None or ratio < 1 else 1 - 1 / ratio

@@ -12,7 +12,7 @@ from __future__ import annotations
 from exporter import method
 
 from .config import FPM, LOG, NATIVE, Config
-from .promql import (by, indent, num, percent, prefer, prefer_condition, scheduler_ref, short_seconds, source,
+from .promql import (by, by_ranks, indent, num, percent, prefer, prefer_condition, scheduler_ref, short_seconds, source,
                      the_last, words)
 from .rulefile import Alert, Group
 
@@ -139,6 +139,55 @@ def scheduler_alerts(cfg: Config) -> list[Alert]:
               "SGLang's own metrics (0.5.7+): no forward pass while its last report had waiting requests.\n"
               "Only for schedulers no sidecar reads: where one does, SGLangSchedulerLogStale says more."),
     ]
+
+
+def dp_rank_alerts(cfg: Config) -> list[Alert]:
+    """DP attention: one rank holds the others up (recording.dp_rank_rules)."""
+    imbalance = cfg.alerts["SGLangDPRankImbalance"]
+    ranks = f"({by_ranks(cfg)})"
+    running = prefer(cfg, "running_requests", {s: source(cfg.record("running_requests", "max"), s) for s in (LOG, NATIVE)})
+    lost = method.dp_lost_share(imbalance.threshold)
+    return [Alert(
+        "SGLangDPRankImbalance",
+        f"{cfg.record_ranks('dp_imbalance', 'ratio')} > {num(imbalance.threshold)}\nand on {ranks}\n"
+        f"avg by {ranks} (\n{indent(running)}\n) > {num(imbalance.guard)}",
+        "warning", "SGLang's DP ranks are unevenly loaded: the busiest holds the others up at every step.",
+        f"""The busiest DP rank of {{{{ $labels.{cfg.group_label} }}}}{{{{ with $labels.stage }}}} (stage {{{{ . }}}}){{{{ end }}}}
+        carried {{{{ $value | humanize }}}} x the mean load of the ranks ({_if_native(
+            "SGLang's sglang:dp_attention_token_imbalance_ratio: max / mean tokens per step",
+            "max / mean running requests per rank")}; threshold {num(imbalance.threshold)}, with more than
+        {num(imbalance.guard)} running requests per rank on average) for {words(imbalance.for_)}. With DP attention
+        every rank waits for the busiest at each step: at the threshold {lost:.0%} of the ranks' step capacity
+        is padding. Check --load-balance-method and how requests are routed to the server.""",
+        "DP attention: max over mean across the DP ranks of one server, SGLang's own per-step token ratio\n"
+        "(0.5.22+) where scraped, else the running requests per rank (label source).")]
+
+
+def priority_alerts(cfg: Config) -> list[Alert]:
+    """Priority scheduling: a class starves while another runs (recording.priority_rules)."""
+    starved = cfg.alerts["SGLangPriorityStarved"]
+    w = starved.window
+    cls = f"({', '.join(cfg.priority_by)})"
+    server = f"({', '.join(cfg.server_by)})"
+    RP = cfg.record_priority
+    queue, first, p99 = (RP("num_queue_reqs", "sum"), RP("time_to_first_token_seconds", "count_rate{w}"),
+                         source(RP("time_to_first_token_seconds", "histogram_quantile_rate{w}"), NATIVE,
+                                'quantile="0.99"'))
+    stuck = (f"min_over_time({queue}[{w}]) > 0\nunless on {cls}\nmax_over_time({first}[{w}]) > 0\n"
+             f"and on {server}\nsum by {server} (\n  {first}\n) > 0")
+    slower = (f"{p99} > {num(starved.threshold)}\nand on {cls}\nderiv({p99}[{w}]) > 0\n"
+              f"and on {server}\ncount by {server} (\n  {first} > 0\n) > 1")
+    return [Alert(
+        "SGLangPriorityStarved", f"(\n{indent(stuck)}\n)\nor\n(\n{indent(slower)}\n)",
+        "warning", "A priority class of SGLang's requests starves while another class is served.",
+        f"""Priority class {{{{ $labels.{cfg.priority_class_label} }}}} of {{{{ $labels.{cfg.group_label} }}}}
+        {{{{ if $labels.quantile }}}}has a p99 time to first token of {{{{ $value | humanizeDuration }}}} (threshold
+        {num(starved.threshold)}s) that kept growing over {words(w)}{{{{ else }}}}had {{{{ $value | humanize }}}} or more
+        requests waiting throughout {the_last(w)} and none got a first token{{{{ end }}}} while another class was
+        served, for {words(starved.for_)}. Give the low class a floor (reserve running slots for it), cap the
+        high class's concurrency, or serve the classes from separate instances.""",
+        "--enable-priority-scheduling: SGLang's num_queue_reqs{priority} and TTFT histogram by priority,\n"
+        "mapped to the classes of monitoring/config.py (priority_classes). The sidecar's log has no priority.")]
 
 
 def exporter_alerts(cfg: Config) -> list[Alert]:
@@ -271,7 +320,8 @@ def omni_alerts(cfg: Config) -> list[Alert]:
 
 def groups(cfg: Config) -> list[Group]:
     """The groups of sglang-alerts.yml."""
-    return [Group("sglang-scheduler.alerts", scheduler_alerts(cfg)),
+    return [Group("sglang-scheduler.alerts", [*scheduler_alerts(cfg), *dp_rank_alerts(cfg)]),
+            Group("sglang-priority.alerts", priority_alerts(cfg)),
             Group("sglang-exporter.alerts", exporter_alerts(cfg)),
             Group("sglang-gpu.alerts", gpu_alerts(cfg)),
             Group("sglang-omni.alerts", omni_alerts(cfg))]

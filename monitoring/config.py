@@ -68,6 +68,13 @@ def _alerts() -> Mapping[str, Alerting]:
         # SGLang's own metrics: no forward pass within the rate window while the last report had waiting
         # requests (only where no sidecar reads the scheduler's log: SGLangSchedulerLogStale covers it there)
         "SGLangSchedulerStalled": Alerting(for_="5m"),
+        # DP attention: max over mean across the DP ranks of one server (SGLang's per-step token ratio,
+        # else running requests per rank) above threshold while the ranks run more than guard requests each
+        "SGLangDPRankImbalance": Alerting(threshold=method.DP_IMBALANCE_HIGH, guard=method.DP_IMBALANCE_MIN_RUNNING,
+                                          for_="15m"),
+        # priority scheduling: a class had waiting requests throughout window and got no first token
+        # while another class of the server did; or its p99 TTFT above threshold seconds kept growing over window
+        "SGLangPriorityStarved": Alerting(threshold=30, window="10m", for_="10m"),
         "SGLangExporterDown": Alerting(for_="5m"),
         # malformed share of the scheduler lines read over window
         "SGLangExporterParseErrors": Alerting(threshold=0.01, window="10m", for_="15m"),
@@ -92,6 +99,20 @@ def _alerts() -> Mapping[str, Alerting]:
         # requests Omni rejected (queue full, in-flight cap, KV too small, prompt too long), per minute
         "SGLangOmniRequestsRejected": Alerting(threshold=1, window="10m", for_="10m"),
     })
+
+
+#: SGLang's raw ``priority`` label values (``--enable-priority-scheduling``: any integer a client
+#: sends) mapped to a few named classes, so that no rule, alert or panel has one series per value:
+#: ``(class, regex of the label value)``, the LAST matching entry wins; a value no entry matches is
+#: ``other``. By SGLang's default a larger value is scheduled first (``--schedule-low-priority-values-first``
+#: inverts that: swap the names). Ranges: high >= 1 (RE2 has no numeric ranges: by digits), default 0
+#: (and SGLang's default for requests without one), low <= -1.
+PRIORITY_OTHER = "other"
+PRIORITY_CLASSES: tuple[tuple[str, str], ...] = (
+    ("high", "[1-9][0-9]*"),
+    ("default", "0"),
+    ("low", "-[1-9][0-9]*"),
+)
 
 
 #: The values of the ``source`` label of the normalised series: where a scheduler figure comes from.
@@ -127,6 +148,9 @@ def _precedence() -> Mapping[str, tuple[str, ...]]:
         # a stopped scheduler: SGLangSchedulerLogStale (log) wins; SGLangSchedulerStalled (SGLang's
         # metrics) fires only for schedulers no sidecar reads
         "stale": (LOG, NATIVE),
+        # DP-rank imbalance of one server: SGLang's own per-step max/mean of tokens (0.5.22+, DP rank 0),
+        # else max/mean of the running requests of the ranks (the log's #running-req, else SGLang's gauge)
+        "dp_imbalance": (NATIVE, LOG),
     })
 
 
@@ -162,6 +186,15 @@ class Config:
     #: First part of the per-server recording rules (SGLang's request latency histograms come from
     #: its tokenizer process: one per server, no scheduler labels).
     server_level: str = "group"
+    #: Level of the rules across the DP ranks of one server (labels: target, group, the scheduler
+    #: labels but dp_rank: SGLang Omni's stage).
+    ranks_level: str = "group_stage"
+    #: Level of the per-priority-class rules (target, group, priority_class).
+    priority_level: str = "group_priority_class"
+    #: The label the priority class is written to, and the mapping (see PRIORITY_CLASSES).
+    priority_class_label: str = "priority_class"
+    priority_classes: tuple[tuple[str, str], ...] = PRIORITY_CLASSES
+    priority_other: str = PRIORITY_OTHER
     #: Which source wins per figure where several describe one scheduler (see _precedence).
     precedence: Mapping[str, tuple[str, ...]] = field(default_factory=_precedence)
     #: The range of every rate of the recording rules (alerts add their for: on top).
@@ -198,6 +231,25 @@ class Config:
     def server_by(self) -> tuple[str, ...]:
         """The labels of one recorded server series (SGLang's request latency): target and group labels."""
         return (*self.target_labels, self.group_label)
+
+    @property
+    def ranks_by(self) -> tuple[str, ...]:
+        """The labels of one set of DP ranks (one server, or one SGLang Omni stage): ``group_by``
+        without ``dp_rank``."""
+        return tuple(label for label in self.group_by if label != "dp_rank")
+
+    @property
+    def priority_by(self) -> tuple[str, ...]:
+        """The labels of one recorded priority-class series: server labels plus the class."""
+        return (*self.server_by, self.priority_class_label)
+
+    def record_ranks(self, metric: str, operation: str) -> str:
+        """Name of a rule across the DP ranks: ``<ranks_level>:sglang_scheduler_<metric>:<operation>``."""
+        return f"{self.ranks_level}:sglang_scheduler_{metric}:{operation.format(w=self.rate_window)}"
+
+    def record_priority(self, metric: str, operation: str) -> str:
+        """Name of a per-class rule: ``<priority_level>:sglang_<SGLang's name>:<operation>``."""
+        return f"{self.priority_level}:sglang_{metric}:{operation.format(w=self.rate_window)}"
 
     def sources(self, figure: str) -> tuple[str, ...]:
         """The sources of a figure, most exact first (``precedence``)."""

@@ -180,3 +180,19 @@ def scheduler_ref(cfg: Config) -> str:
     last = cfg.scheduler_labels[-1]
     return "".join(f"{{{{ with $labels.{label} }}}}{label}={{{{ . }}}} {{{{ end }}}}"
                    for label in cfg.scheduler_labels[:-1]) + f"{last}={{{{ $labels.{last} }}}}"
+
+
+def priority_class(cfg: Config, expr: str) -> str:
+    """``expr`` (series with SGLang's raw ``priority`` label) given ``priority_class``: the last entry
+    of ``cfg.priority_classes`` whose regex matches the whole value, else ``priority_other`` (any
+    non-empty value). Select ``priority!=""`` first: the empty value is SGLang's total."""
+    dst = cfg.priority_class_label
+    expr = _label_replace(expr, dst, cfg.priority_other, "priority", ".+")
+    for name, regex in cfg.priority_classes:
+        expr = _label_replace(expr, dst, name, "priority", regex)
+    return expr
+
+
+def by_ranks(cfg: Config) -> str:
+    """``namespace, sglang_group, stage``: one set of DP ranks (``Config.ranks_by``)."""
+    return ", ".join(cfg.ranks_by)

@@ -18,7 +18,8 @@ over the split values.
 from __future__ import annotations
 
 from .config import FPM, LOG, NATIVE, Config
-from .promql import by, divide, indent, num, per_group, prefer, source, summed, whole_quantile
+from .promql import (by, by_ranks, divide, indent, num, per_group, prefer, priority_class, source, summed,
+                     whole_quantile)
 from .rulefile import Group, Recording
 
 HEADER = """\
@@ -311,14 +312,125 @@ def server_rules(cfg: Config) -> list[Recording]:
     return rules
 
 
+def dp_rank_rules(cfg: Config) -> list[Recording]:
+    """DP attention: how unevenly the DP ranks of one server are loaded (level ``ranks_level``, labels
+    ``ranks_by``: the scheduler labels but dp_rank). Each rank waits for the busiest at every step, so
+    ``max / mean`` across the ranks is the factor by which the busiest holds the others up
+    (exporter.method.dp_imbalance; 1 - 1/ratio of their step capacity is padded).
+
+    From the per-rank series every source records (``running_requests``, ``queue_requests``, ``kv_usage``:
+    the sidecar's dp_rank label, SGLang's own dp_rank) and, with precedence, SGLang's own DP-attention
+    series (0.5.22+): ``sglang:dp_attention_token_imbalance_ratio`` (max/mean tokens per step, one
+    histogram written by DP rank 0), ``sglang:dp_attention_steps_total{rank_state}`` and
+    ``sglang:dp_attention_tokens_total{kind}``. Absent with one DP rank."""
+    w = cfg.rate_window
+    R, RR = cfg.record, cfg.record_ranks
+    ranks = f"({by_ranks(cfg)})"
+    on = f"on {ranks}"
+
+    def several(x: str) -> str:
+        return f"and {on}\ncount by {ranks} (\n{indent(x)}\n) > 1"
+
+    def max_over_mean(x: str) -> str:
+        return (f"max by {ranks} (\n{indent(x)}\n)\n/ {on}\n(\n  avg by {ranks} (\n{indent(x, 4)}\n  ) > 0\n)\n"
+                f"{several(x)}")
+
+    def rule(name: str, operation: str, expr: str, comment: str, src: str) -> Recording:
+        return Recording(RR(name, operation), expr, comment, labels={"source": src})
+
+    def rate(metric: str, matchers: str = "", split: tuple[str, ...] = ()) -> str:
+        return per_group(cfg, lambda s: f"rate({s}[{w}])", metric, matchers, split, native=True)
+
+    rules = []
+    for src in (LOG, NATIVE):
+        for metric, what in (("running_requests", "running requests"), ("queue_requests", "waiting requests"),
+                             ("kv_usage", "KV-cache occupancy")):
+            rules.append(rule(metric, "max_over_mean_dp_rank", max_over_mean(source(R(metric, "max"), src)),
+                              f"Latest {what} of the busiest DP rank over the mean of the ranks of one server "
+                              f"(1 = balanced, N = one busy rank of N); absent with one rank or all at 0.", src))
+        running = source(R("running_requests", "max"), src)
+        rules.append(rule("dp_rank_idle", "ratio", f"avg by {ranks} (\n{indent(running)} == bool 0\n)\n{several(running)}",
+                          "Share of the DP ranks of one server with no running request (latest report).", src))
+    idle, imbalance = 'rank_state="idle"', 'kind="imbalance"'
+    steps = f"sum by {ranks} (\n{indent(rate('sglang:dp_attention_steps_total', split=('rank_state',)))}\n)"
+    idle_steps = f"sum by {ranks} (\n{indent(rate('sglang:dp_attention_steps_total', idle))}\n)"
+    lost = f"sum by {ranks} (\n{indent(rate('sglang:dp_attention_tokens_total', imbalance))}\n)"
+    tokens = f"sum by {ranks} (\n{indent(rate('sglang:dp_attention_tokens_total', split=('kind',)))}\n)"
+    ratio_sum = f"max by {ranks} (\n{indent(rate('sglang:dp_attention_token_imbalance_ratio_sum'))}\n)"
+    ratio_count = f"max by {ranks} (\n{indent(rate('sglang:dp_attention_token_imbalance_ratio_count'))}\n)"
+    rules += [
+        rule("dp_token_imbalance", "mean_rate{w}", f"{ratio_sum}\n/ {on}\n(\n{indent(ratio_count)}\n  > 0\n)\n"
+             f"{several(source(R('running_requests', 'max'), NATIVE))}",
+             "SGLang's own mean over the steps of the window of max / mean tokens across the DP ranks "
+             "(sglang:dp_attention_token_imbalance_ratio, 0.5.22+, written by DP rank 0 only).", NATIVE),
+        rule("dp_rank_idle_steps", "ratio_rate{w}", f"{idle_steps}\n/ {on}\n(\n{indent(steps)}\n  > 0\n)",
+             "Share of the ranks' steps a rank ran with no token, only to keep the collectives in lockstep "
+             "(sglang:dp_attention_steps_total{rank_state=\"idle\"}, 0.5.22+).", NATIVE),
+        rule("dp_imbalance_tokens", "ratio_rate{w}", f"{lost}\n/ {on}\n(\n{indent(tokens)}\n  > 0\n)",
+             "Capacity lost to DP imbalance: the busiest rank's excess tokens over each rank / (those + the tokens "
+             "the ranks ran), summed over the ranks (sglang:dp_attention_tokens_total{kind}, 0.5.22+).", NATIVE),
+    ]
+    running_best = prefer(cfg, "running_requests", {s: source(RR("running_requests", "max_over_mean_dp_rank"), s)
+                                                    for s in (LOG, NATIVE)}).replace(f"on ({by(cfg)})", on)
+    headline = f"{source(RR('dp_token_imbalance', 'mean_rate{w}'), NATIVE)}\nor {on}\n{running_best}"
+    rules.append(Recording(RR("dp_imbalance", "ratio"), headline,
+                           "THE DP IMBALANCE of one server (alerted): SGLang's per-step max/mean tokens (0.5.22+) where "
+                           "it is scraped, else max/mean of the running requests per rank (the log's, else SGLang's "
+                           "gauge); the label source says which."))
+    return rules
+
+
+def priority_rules(cfg: Config) -> list[Recording]:
+    """Priority scheduling (``--enable-priority-scheduling``), per server and priority class
+    (``priority_by``): SGLang's raw ``priority`` label (unbounded: any integer a client sends) mapped
+    to the config's classes (``priority_classes``, :func:`~monitoring.promql.priority_class`). The
+    queue gauges carry priority="<int>" per value plus priority="" (the total, left out here); the
+    tokenizer's TTFT and E2E histograms the request's priority. The sidecar's log lines carry no
+    priority: these come from SGLang's own /metrics only."""
+    w = cfg.rate_window
+    RP = cfg.record_priority
+    cls = f"({', '.join(cfg.priority_by)})"
+
+    def rule(name: str, operation: str, expr: str, comment: str, **labels: str) -> Recording:
+        return Recording(RP(name, operation), expr, comment, labels={**labels, "source": NATIVE})
+
+    def gauge(metric: str) -> str:
+        per_rank = per_group(cfg, lambda s: s, f"sglang:{metric}", 'priority!=""', split=("priority",), native=True)
+        return f"sum by {cls} (\n{indent(priority_class(cfg, per_rank))}\n)"
+
+    target = ", ".join(dict.fromkeys((*cfg.server_by, "job", "instance", *cfg.group_default_from, "priority")))
+
+    def histogram(metric: str, part: str, split: tuple[str, ...] = ()) -> str:
+        per_server = per_group(cfg, lambda s: f"sum by ({target}{''.join(', ' + x for x in split)}) (rate({s}[{w}]))",
+                               f"sglang:{metric}_{part}", 'priority!=""', split=("priority", *split),
+                               native=True, server=True)
+        return f"sum by ({', '.join((*cfg.priority_by, *split))}) (\n{indent(priority_class(cfg, per_server))}\n)"
+
+    rules = [
+        rule("num_queue_reqs", "sum", gauge("num_queue_reqs"),
+             "Waiting requests per priority class: the DP ranks' sglang:num_queue_reqs{priority=\"<int>\"} summed."),
+        rule("num_running_reqs", "sum", gauge("num_running_reqs"),
+             "Running requests per priority class (sglang:num_running_reqs{priority=\"<int>\"}, where SGLang splits it)."),
+        rule("time_to_first_token_seconds", "count_rate{w}", histogram("time_to_first_token_seconds", "count"),
+             "First tokens per second per priority class: requests that left the queue and were prefilled (progress)."),
+    ]
+    for metric, what in (("time_to_first_token_seconds", "time to first token"),
+                         ("e2e_request_latency_seconds", "end-to-end request latency")):
+        rules += _quantile_rules(cfg, metric, histogram(metric, "bucket", ("le",)),
+                                 f"SGLang's {what} per priority class (sglang:{metric}).",
+                                 cfg.latency_quantiles, NATIVE, record=RP)
+    return rules
+
+
 def recording_rules(cfg: Config) -> list[Recording]:
     """Every per-scheduler recording rule, in evaluation order (a rule reads only rules above it)."""
-    return [*log_rules(cfg), *fpm_rules(cfg), *native_rules(cfg), *headline_rules(cfg)]
+    return [*log_rules(cfg), *fpm_rules(cfg), *native_rules(cfg), *headline_rules(cfg), *dp_rank_rules(cfg)]
 
 
 def groups(cfg: Config) -> list[Group]:
     """The groups of sglang-recording-rules.yml."""
-    return [Group("sglang-scheduler.rules", recording_rules(cfg)), Group("sglang-server.rules", server_rules(cfg))]
+    return [Group("sglang-scheduler.rules", recording_rules(cfg)), Group("sglang-server.rules", server_rules(cfg)),
+            Group("sglang-priority.rules", priority_rules(cfg))]
 
 
 def header(cfg: Config) -> str:

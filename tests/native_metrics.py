@@ -2,7 +2,9 @@
 
 The names, types, HELP texts, buckets and label sets are SGLang's, per release (sources:
 ``python/sglang/srt/observability/metrics_collector.py`` and its earlier homes, read in the released
-wheels 0.5.7, 0.5.10, 0.5.12, 0.5.17; the research note behind this module cites every line):
+wheels 0.5.7, 0.5.10, 0.5.12, 0.5.17; the research note behind this module cites every line; the
+DP-attention series of 0.5.22 and the raw priority of the request histograms as the /metrics of a real
+0.5.23 server printed them on the test bed):
 
 * every name is ``sglang:<name>`` (a colon, which prometheus_client does not escape); counters are
   defined with an explicit ``_total``; multiprocess mode writes no ``_created`` samples;
@@ -31,7 +33,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 #: Releases whose label shapes are modelled (what changed at each one).
-VERSIONS = ("0.5.7", "0.5.10", "0.5.17")
+VERSIONS = ("0.5.7", "0.5.10", "0.5.17", "0.5.22")
 
 QUEUE_TIME_BUCKETS_0_5_3 = (0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100, 200,
                             300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000)
@@ -40,6 +42,8 @@ QUEUE_TIME_BUCKETS_0_5_12 = tuple(sorted((*QUEUE_TIME_BUCKETS_0_5_3, 0.001, 0.00
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
 ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100,
                0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0)
+#: sglang:dp_attention_token_imbalance_ratio (0.5.22+, as a 0.5.23 server writes it).
+DP_IMBALANCE_BUCKETS = (1, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10, 15, 20, 30, 45, 60)
 E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400)
 
 #: name (as defined in SGLang, counters with _total) -> (type, HELP)
@@ -55,6 +59,14 @@ HELP = {
     "sglang:token_usage": ("gauge", "The token usage."),
     "sglang:gen_throughput": ("gauge", "The generation throughput (token/s)."),
     "sglang:max_total_num_tokens": ("gauge", "Maximum total number of tokens in the KV cache pool."),
+    "sglang:dp_attention_steps_total": ("counter", "MLP-sync steps on this DP rank. rank_state=idle: this rank had no "
+                                                   "tokens and only ran to keep the DP collectives in lockstep."),
+    "sglang:dp_attention_tokens_total": ("counter", "Tokens of MLP-sync steps on this DP rank. kind=scheduled: tokens "
+                                                    "this rank ran; kind=imbalance: tokens the busiest rank ran beyond "
+                                                    "this rank, i.e. capacity lost to DP imbalance on this rank."),
+    "sglang:dp_attention_token_imbalance_ratio": ("histogram", "Per MLP-sync step, max tokens over mean tokens across "
+                                                  "the DP ranks (1.0 = balanced, num_dp_ranks = one busy rank). "
+                                                  "Reported once per engine, by the scheduler of DP rank 0."),
     "sglang:queue_time_seconds": ("histogram", "Histogram of queueing time in seconds."),
     "sglang:time_to_first_token_seconds": ("histogram", "Histogram of time to first token in seconds."),
     "sglang:inter_token_latency_seconds": ("histogram", "Histogram of inter-token latency in seconds."),
@@ -120,6 +132,10 @@ class Scheduler:
     gen_throughput: float = 0
     max_total_num_tokens: float = 0
     queue_times: list[float] = field(default_factory=list)
+    running_by_priority: dict[str, float] = field(default_factory=dict)   # 0.5.22+ (seen on 0.5.23)
+    dp_steps: dict[str, float] = field(default_factory=dict)              # rank_state -> steps, 0.5.22+
+    dp_tokens: dict[str, float] = field(default_factory=dict)             # kind -> tokens, 0.5.22+
+    imbalance_ratios: list[float] = field(default_factory=list)           # DP rank 0 only, 0.5.22+
 
 
 @dataclass
@@ -129,6 +145,9 @@ class Tokenizer:
     ttft: list[tuple[float, bool]] = field(default_factory=list)     # (seconds, is_streaming)
     itl: list[float] = field(default_factory=list)
     e2e: list[tuple[float, bool]] = field(default_factory=list)
+    #: with priority scheduling (0.5.22+, seen on 0.5.23): the raw priorities the requests sent; every
+    #: observation above is written once per priority (label priority="<int>")
+    priorities: tuple[str, ...] = ()
 
 
 def _sample(family, labels: dict[str, str], value: float) -> None:
@@ -221,12 +240,28 @@ class NativeServer:
         if s.priority_scheduling and s.at_least("0.5.10"):
             for prio, n in st.queue_by_priority.items():
                 add("sglang:num_queue_reqs", n, priority=prio)
+        if s.priority_scheduling and s.at_least("0.5.22"):
+            for prio, n in st.running_by_priority.items():
+                add("sglang:num_running_reqs", n, priority=prio)
         add("sglang:token_usage", st.token_usage)
         add("sglang:gen_throughput", st.gen_throughput)
+        if s.at_least("0.5.22"):
+            for state, n in st.dp_steps.items():
+                add("sglang:dp_attention_steps_total", n, rank_state=state)
+            for kind, n in st.dp_tokens.items():
+                add("sglang:dp_attention_tokens_total", n, kind=kind)
+            if labels.get("dp_rank", "0") == "0":
+                _histogram(fam["sglang:dp_attention_token_imbalance_ratio"], labels, st.imbalance_ratios,
+                           DP_IMBALANCE_BUCKETS)
 
     def _tokenizer(self, fam: dict) -> None:
         s, t = self.shape, self.tokenizer
-        base = s.tokenizer_labels()
+        raw = s.priority_scheduling and s.at_least("0.5.22") and t.priorities
+        for base in ([{**s.tokenizer_labels(), "priority": p} for p in t.priorities] if raw else [s.tokenizer_labels()]):
+            self._tokenizer_series(fam, base)
+
+    def _tokenizer_series(self, fam: dict, base: dict[str, str]) -> None:
+        s, t = self.shape, self.tokenizer
         for name, observations, bounds in (("sglang:time_to_first_token_seconds", t.ttft, TTFT_BUCKETS),
                                            ("sglang:e2e_request_latency_seconds", t.e2e, E2E_BUCKETS)):
             if not observations:
@@ -268,14 +303,20 @@ def busy(shape: Shape) -> NativeServer:
         st.running, st.queue, st.token_usage, st.gen_throughput, st.max_total_num_tokens = 64, 12, 0.93, 2100, 87552
         st.queue_by_priority = {"0": 4, "1": 8}
         st.queue_times = [0.05, 0.4, 2.5, 12]
-    server.tokenizer = Tokenizer(ttft=[(0.3, True), (1.5, False)], itl=[0.02, 0.03], e2e=[(4.0, True), (9.0, False)])
+        st.running_by_priority = {"0": 24, "10": 40}
+        st.dp_steps, st.dp_tokens = {"active": 900, "idle": 100}, {"scheduled": 64000, "imbalance": 9000}
+        st.imbalance_ratios = [1.0, 1.2, 2.0]
+    server.tokenizer = Tokenizer(ttft=[(0.3, True), (1.5, False)], itl=[0.02, 0.03], e2e=[(4.0, True), (9.0, False)],
+                                 priorities=("0", "10"))
     return server
 
 
 #: The shapes whose samples the rules' references are checked against: every modelled release,
 #: with and without DP attention, plain and PD decode, with priority scheduling.
 SHAPES = (Shape("0.5.7", tp_size=2), Shape("0.5.10", tp_size=4, dp_size=2, priority_scheduling=True),
-          Shape("0.5.17", tp_size=2, engine_type="decode"), Shape("0.5.17", tp_size=8, dp_size=8))
+          Shape("0.5.17", tp_size=2, engine_type="decode"), Shape("0.5.17", tp_size=8, dp_size=8),
+          Shape("0.5.22", tp_size=2, dp_size=2, priority_scheduling=True), Shape("0.5.22", tp_size=1, priority_scheduling=True),
+          Shape("0.5.22", tp_size=2, dp_size=2))
 
 
 def samples() -> dict[str, list[dict[str, str]]]:

@@ -158,8 +158,9 @@ def test_replicas_of_one_scheduler_are_merged_with_max_not_sum():
         if "record" not in rule:
             continue
         if re.search(r"(?<![\w:])(sglang_scheduler_|sglang:)", expr):
-            level = "max by (namespace, sglang_group, le)" if group == "sglang-server.rules" else \
-                "max by (namespace, sglang_group, stage, dp_rank"
+            level = {"sglang-server.rules": "max by (namespace, sglang_group, le)",
+                     "sglang-priority.rules": "max by (namespace, sglang_group, "}.get(
+                group, "max by (namespace, sglang_group, stage, dp_rank")
             assert level in expr, rule["record"]
             assert '"sglang_group", "$1", "pod"' in expr and '"sglang_group", "$1", "instance"' in expr, rule["record"]
         for grouping in re.findall(r"\b(?:max by|on) \(([^)]*)\)", expr):
@@ -170,9 +171,10 @@ def test_replicas_of_one_scheduler_are_merged_with_max_not_sum():
 def test_every_scheduler_series_names_its_source():
     """Each rule sets its source label; the headline keeps the one of the series it chose."""
     sources = {}
-    headline = "group_dp_rank:sglang_scheduler_retractions_per_batch:ratio_rate5m"
+    headlines = {"group_dp_rank:sglang_scheduler_retractions_per_batch:ratio_rate5m",
+                 "group_stage:sglang_scheduler_dp_imbalance:ratio"}
     for _, _, rule in _rules():
-        if rule.get("record") == headline:
+        if rule.get("record") in headlines:
             assert "source" not in rule.get("labels", {})
             reads = re.findall(r"(\w+:\w+:\w+)(\{[^}]*\})?", rule["expr"])
             assert reads and all('source="' in matchers for _, matchers in reads), reads
@@ -290,7 +292,7 @@ def test_the_rules_read_sglangs_names_in_either_spelling(tmp_path):
     import socket
     import urllib.request
 
-    server = native_metrics.busy(native_metrics.Shape("0.5.17", tp_size=2))
+    server = native_metrics.busy(native_metrics.Shape("0.5.22", tp_size=2, dp_size=2, priority_scheduling=True))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
