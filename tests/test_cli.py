@@ -369,8 +369,9 @@ def test_ctrl_c_stops_a_one_shot_with_one_line_and_exit_130(tmp_path):
     with open(path, "wb") as f:
         while f.tell() < (48 << 20):  # large enough for worker processes and a read of seconds
             f.write(lines)
-    proc = subprocess.Popen([*command(), "--one-shot", "--log.path", str(path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    # the interval given: the interruption's line is the only one (an assumed interval is said too)
+    proc = subprocess.Popen([*command(), "--one-shot", "--log.path", str(path), "--sglang.decode-log-interval", "40"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and proc.poll() is None:  # wait until the workers are forked
