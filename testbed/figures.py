@@ -1,7 +1,7 @@
 """Side by side, per kept run: the sidecar's figures and SGLang's own counters of the same run.
 
 ``python3 -m testbed figures RECORDS`` reads every run folder under ``RECORDS`` (as kept by
-``tests/test_real_sglang.py`` with ``$SGLANG_EXPORTER_TESTBED_RECORDS``) and prints one Markdown
+``tests/test_real_sglang.py`` with ``$SGLANG_TESTBED_RECORDS``) and prints one Markdown
 table per run. Standard library only: it parses the exposition text itself (names, labels, values).
 """
 

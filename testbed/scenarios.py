@@ -37,11 +37,17 @@ FPM_NAME = "fpm"
 @dataclass(frozen=True)
 class Start:
     """One server start: its flags (``{fpm}`` is replaced by the stream's ``ipc://`` name), its load
-    and environment variables of its own (``(name, value)`` pairs)."""
+    and environment variables of its own: ``(name, value, since)``, set for SGLang releases from
+    ``since`` on (0.5.18 refuses the CPU binding that 0.5.23 requires for two ranks)."""
 
     flags: tuple[str, ...]
     load: Load
-    env: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str, str], ...] = ()
+
+    def env_for(self, version: str) -> dict[str, str]:
+        """The variables that apply to ``version``."""
+        key = lambda v: tuple(int(x) for x in v.split("."))  # noqa: E731
+        return {name: value for name, value, since in self.env if key(version) >= key(since)}
 
 
 @dataclass(frozen=True)
@@ -54,13 +60,14 @@ class Scenario:
     fpm_ranks: int = 0  # DP ranks whose stream is recorded (0: no stream)
 
     def run(self, out: Path, version: str = stack.NEWEST,
-            on_scrape: Callable[[int, str, str], None] | None = None,
+            on_scrape: Callable[[int, str, str, Callable[[], str]], None] | None = None,
             before_start: Callable[[int, Server], None] | None = None) -> "Run":
         """Run every start in turn and keep the records under ``out`` (emptied first).
 
         Args:
-            on_scrape: called as ``(start index, label, SGLang's /metrics text)`` right after each
-                scrape, so that a test can scrape the sidecar at the same moment.
+            on_scrape: called as ``(start index, label, SGLang's /metrics text, again)`` right after
+                each scrape, so that a test can scrape the sidecar at the same moment; ``again()``
+                scrapes SGLang once more (to bracket the sidecar's scrape between two of SGLang's).
             before_start: called before each server starts (the sidecar may already follow the log).
 
         Raises:
@@ -84,7 +91,7 @@ class Scenario:
         try:
             for i, start in enumerate(self.starts):
                 flags = [f.replace("{fpm}", self.fpm_endpoint(out)) for f in start.flags]
-                server = Server(version, flags, out / "server.log", dict(start.env))
+                server = Server(version, flags, out / "server.log", start.env_for(version))
                 if before_start:
                     before_start(i, server)
                 t0 = time.time()
@@ -95,7 +102,7 @@ class Scenario:
                         text = server.metrics()
                         (prom / f"{i}-{label}.prom").write_text(text)
                         if on_scrape:
-                            on_scrape(i, label, text)
+                            on_scrape(i, label, text, server.metrics)
 
                     scrape("ready")
                     done = threading.Event()
@@ -183,7 +190,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              (Start(("--dp-size", "2", "--max-total-tokens", "20000", "--max-running-requests", "16",
                      "--decode-log-interval", "5"),
                     Load(num_prompts=30, input_len=200, output_len=60, rate=4.0, seed=6),
-                    env=(("SGLANG_CPU_OMP_THREADS_BIND", "0|1"),)),)),
+                    env=(("SGLANG_CPU_OMP_THREADS_BIND", "0|1", "0.5.23"),)),)),
     Scenario("priority", "(e) --enable-priority-scheduling, requests of two priorities",
              (Start(("--enable-priority-scheduling", "--max-total-tokens", "3000", "--max-running-requests", "8",
                      "--decode-log-interval", "5"),

@@ -1,6 +1,6 @@
 """Build the real-server test bed's SGLang stack once, into a cache folder outside the project.
 
-One venv per SGLang release under ``$SGLANG_EXPORTER_TESTBED_CACHE`` (default
+One venv per SGLang release under ``$SGLANG_TESTBED_CACHE`` (default
 ``~/.cache/sglang-exporter/testbed``): ``sglang-<version>/``, about 3 GB each, plus the tiny model
 (``model/``). Idempotent: a venv whose stamp matches the release and the install rules here is kept
 as it is (any other is built anew); the stand-ins are copied in on every build.
@@ -48,8 +48,8 @@ SKIP = re.compile(r"^(nvidia-.*|cuda-.*|flash.*|flashinfer.*|sglang-kernel|sgl-.
 
 
 def cache_dir() -> Path:
-    """The cache folder: ``$SGLANG_EXPORTER_TESTBED_CACHE``, else ``~/.cache/sglang-exporter/testbed``."""
-    env = os.environ.get("SGLANG_EXPORTER_TESTBED_CACHE")
+    """The cache folder: ``$SGLANG_TESTBED_CACHE``, else ``~/.cache/sglang-exporter/testbed``."""
+    env = os.environ.get("SGLANG_TESTBED_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "sglang-exporter" / "testbed"
 
 

@@ -54,6 +54,7 @@ class LiveRun:
 
     run: scenarios.Run
     pairs: list[tuple[int, str, str, str]] = field(default_factory=list)  # (start, label, sglang, sidecar)
+    after: list[str] = field(default_factory=list)  # SGLang's /metrics right after each sidecar scrape
     final: str = ""            # the sidecar's /metrics once it has read the whole log
     one_shot: str = ""         # --one-shot on the finished log
     report: dict = field(default_factory=dict)   # report --format json on the finished log
@@ -73,11 +74,11 @@ class LiveRun:
 
 
 def records_root(tmp_path_factory) -> Path:
-    """Where runs keep their records: ``$SGLANG_EXPORTER_TESTBED_RECORDS`` (kept after the session,
+    """Where runs keep their records: ``$SGLANG_TESTBED_RECORDS`` (kept after the session,
     e.g. for a closing note or ``python3 -m testbed keep``), else a pytest temporary folder."""
     import os
 
-    env = os.environ.get("SGLANG_EXPORTER_TESTBED_RECORDS")
+    env = os.environ.get("SGLANG_TESTBED_RECORDS")
     return Path(env) if env else tmp_path_factory.mktemp("testbed")
 
 
@@ -94,8 +95,10 @@ def live_run(version: str, name: str, root: Path) -> LiveRun:
     sidecar = Exporter(*args)
     live = LiveRun(run=None)  # type: ignore[arg-type]
     try:
-        def on_scrape(i: int, label: str, text: str) -> None:
-            live.pairs.append((i, label, text, sidecar.get("/metrics")[1]))
+        def on_scrape(i: int, label: str, text: str, again) -> None:
+            side = sidecar.get("/metrics")[1]
+            live.pairs.append((i, label, text, side))
+            live.after.append(again())
 
         live.run = scenario.run(out, version, on_scrape=on_scrape)
         size = (out / "server.log").stat().st_size
@@ -128,4 +131,7 @@ def live_run(version: str, name: str, root: Path) -> LiveRun:
     (out / "sidecar-final.prom").write_text(live.final)
     (out / "one-shot.prom").write_text(live.one_shot)
     (out / "report.json").write_text(json.dumps(live.report, indent=1))
+    with open(out / "scrapes.jsonl", "w") as f:  # every bracketed scrape: SGLang, the sidecar, SGLang
+        for (i, label, before, side), after in zip(live.pairs, live.after):
+            f.write(json.dumps({"start": i, "label": label, "sglang": before, "sidecar": side, "sglang_after": after}) + "\n")
     return live

@@ -10,6 +10,8 @@ it these tests skip locally and fail under ``CI=true``.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from conftest import samples
 from realserver_support import live_run, one, records_root, require_stack, series
@@ -126,7 +128,8 @@ def test_the_stream_counts_every_pass_after_the_warm_up(kv):
     """Exact: the stream's passes equal SGLang's between the server's ready point and the end (the
     warm-up passes come before the subscription is complete; both are read at the same scrape), less
     the messages the sidecar counted as lost from the publisher's sequence numbers (none on a quiet
-    machine; on a loaded one ZeroMQ may drop a few, and each is counted, never hidden)."""
+    machine; on a loaded one ZeroMQ may drop a few, and each is counted, never hidden), and less at
+    most 0.5% that SGLang 0.5.18 counts but never publishes."""
     ready = next(side for i, label, _, side in kv.pairs if label == "ready")
     lost = sum(series(kv.final, "sglang_exporter_fpm_messages_total", result="lost"))
     assert lost <= 0.01 * sum(series(kv.final, "sglang_exporter_fpm_messages_total"))
@@ -135,9 +138,12 @@ def test_the_stream_counts_every_pass_after_the_warm_up(kv):
         got = one(kv.final, "sglang_scheduler_forward_passes_total", mode=phase) - \
             one(ready, "sglang_scheduler_forward_passes_total", mode=phase)
         want = kv.sglang_delta("sglang:cuda_graph_passes_total", mode=f"{phase}_none")
-        assert got <= want <= got + lost, (phase, got, want, lost)
+        # SGLang 0.5.18 counts a few passes it never publishes: 3 of 1,397 decode passes in one run,
+        # where a recorder subscribed from sequence 0, without a gap, got 1,394 (0.5.23: none)
+        unpublished = math.ceil(0.005 * want)
+        assert got <= want <= got + lost + unpublished, (phase, got, want, lost)
         got_all, want_all = got_all + got, want_all + want
-    assert want_all - got_all <= lost
+    assert want_all - got_all <= lost + math.ceil(0.005 * want_all)
 
 
 def test_recomputed_tokens_are_the_freed_kv_of_the_retracted_requests(kv):
@@ -164,18 +170,23 @@ def test_queue_wait_agrees_with_sglangs_queue_time(kv):
 
 
 def test_gauges_match_sglangs_at_the_same_scrape(kv):
-    """Running and queued requests: SGLang sets its gauges where it prints the stats line, so at
-    interval 1 a scrape of both sees the same line unless a pass ends between the two scrapes (a few
-    ms apart, passes take tens): equal in most scrapes, and within one pass's change otherwise."""
-    pairs = [(s, side) for _, label, s, side in kv.pairs if label.startswith("t")]
-    assert len(pairs) >= 5
-    equal = 0
-    for s, side in pairs:
-        r_ours, r_sglang = one(side, "sglang_scheduler_running_requests"), one(s, "sglang:num_running_reqs")
-        q_ours, q_sglang = one(side, "sglang_scheduler_queue_requests"), one(s, "sglang:num_queue_reqs")
-        equal += (r_ours, q_ours) == (r_sglang, q_sglang)
-        assert abs(r_ours - r_sglang) <= 8 and abs(q_ours - q_sglang) <= 8
-    assert equal >= 0.6 * len(pairs), f"{equal} of {len(pairs)} scrapes equal"
+    """Running and queued requests: SGLang sets its gauges where it prints the stats line, and the
+    sidecar's scrape lies between two of SGLang's (before and after it, tens of ms apart, a few
+    passes at this speed). The sidecar's value lies within SGLang's two values, give or take the 2
+    requests a pass admits or finishes while the sidecar reads the line, in at least 80% of scrapes,
+    and never more than 8 off."""
+    rows = [(s, side, after) for (_, label, s, side), after in zip(kv.pairs, kv.after) if label.startswith("t")]
+    assert len(rows) >= 5
+    inside = 0
+    for s, side, after in rows:
+        ok = True
+        for ours_name, sglang_name in (("sglang_scheduler_running_requests", "sglang:num_running_reqs"),
+                                       ("sglang_scheduler_queue_requests", "sglang:num_queue_reqs")):
+            ours, a, b = one(side, ours_name), one(s, sglang_name), one(after, sglang_name)
+            assert min(a, b) - 8 <= ours <= max(a, b) + 8, (ours_name, ours, a, b)
+            ok = ok and min(a, b) - 2 <= ours <= max(a, b) + 2
+        inside += ok
+    assert inside >= 0.8 * len(rows), f"{inside} of {len(rows)} scrapes within SGLang's bracket"
 
 
 def test_report_decode_step_agrees_with_the_clients_time_per_output_token(kv):
