@@ -135,8 +135,9 @@ def test_the_stream_counts_every_pass_after_the_warm_up(kv):
     assert lost <= 0.01 * sum(series(kv.final, "sglang_exporter_fpm_messages_total"))
     got_all = want_all = 0.0
     for phase in ("prefill", "decode"):
+        # at the ready point the sidecar may have received no pass yet (0.5.18: no series then)
         got = one(kv.final, "sglang_scheduler_forward_passes_total", mode=phase) - \
-            one(ready, "sglang_scheduler_forward_passes_total", mode=phase)
+            sum(series(ready, "sglang_scheduler_forward_passes_total", mode=phase))
         want = kv.sglang_delta("sglang:cuda_graph_passes_total", mode=f"{phase}_none")
         # SGLang 0.5.18 counts a few passes it never publishes: 3 of 1,397 decode passes in one run,
         # where a recorder subscribed from sequence 0, without a gap, got 1,394 (0.5.23: none)
