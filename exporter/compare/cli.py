@@ -16,13 +16,8 @@ from .runs import RunError, load
 PROG = f"{COMMAND} compare"
 
 
-class _ArgError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # exit code 2 with the argparse message, handled in main()
-        raise _ArgError(message)
+# the report's parser: argparse errors become one line and exit code 2, as for every subcommand
+from ..report.cli import _ArgError, _Parser  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
