@@ -76,3 +76,17 @@ def write_stdout(text: str) -> None:
         raise OSError(errno.EBADF, "closed (started without one)")
     sys.stdout.write(text)
     sys.stdout.flush()
+
+
+def write_output(text: str, path: str | None) -> None:
+    """Write a finished document to ``path`` (``--output``), else to standard output
+    (:func:`write_stdout`); ``report`` and ``compare`` share it.
+
+    Raises:
+        OSError: The write failed; :func:`os_error` words it.
+    """
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        write_stdout(text)

@@ -9,7 +9,7 @@ import math
 from ..report.plots import have_matplotlib
 from ..report.schema import jsonable
 from ..status import PROG as COMMAND
-from ..status import ExitStatus, interrupted, os_error, usage_error, write_stdout
+from ..status import ExitStatus, interrupted, os_error, usage_error, write_output
 from . import document, plots, render
 from .runs import RunError, load
 
@@ -80,11 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             out = render.html(doc, images)
         else:
             out = render.text(doc)
-        if args.output:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(out)
-        else:
-            write_stdout(out)
+        write_output(out, args.output)
     except OSError as exc:
         return os_error(exc, PROG)
     except KeyboardInterrupt:

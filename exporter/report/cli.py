@@ -17,7 +17,7 @@ from ..limits import (
 )
 from ..paths import display_path, file_problem
 from ..sources.log.glob import has_glob, regular_matches
-from ..status import ExitStatus, interrupted, os_error, usage_error, write_stdout
+from ..status import ExitStatus, interrupted, os_error, usage_error, write_output
 from . import html as html_page
 from . import plots
 from .analyse import analyse
@@ -207,11 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             out = html_page.html(doc, images)
         else:
             out = text(doc)
-        if args.output:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(out)
-        else:
-            write_stdout(out)
+        write_output(out, args.output)
     except OSError as exc:
         return os_error(exc, PROG)
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
