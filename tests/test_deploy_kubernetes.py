@@ -121,10 +121,13 @@ def test_server_logging_config_reaches_the_sidecar(rendered, name):
     config_volume = next(n for n, p in mounts.items() if Path(p) == config_path.parent)
     cm_name = volumes[config_volume]["configMap"]["name"]
     configmap = one_object(objects, "ConfigMap", cm_name)
-    assert env["PYTHONPATH"] == str(config_path.parent)
     source = ROOT / "deploy" / "kubernetes" / "base" / "logging"
     assert configmap["data"] == {p.name: p.read_text() for p in source.iterdir() if p.suffix in (".json", ".py")}
     config = json.loads(configmap["data"][config_path.name])
+    # The config loads its helpers by path from the same mount: the server needs no PYTHONPATH.
+    helpers = Path(config["formatters"]["helpers"]["path_name"])
+    assert helpers.parent == config_path.parent and helpers.name in configmap["data"]
+    assert "PYTHONPATH" not in env and "lifecycle" not in server
     log_file = config["handlers"]["shared_file"]["filename"]
     sidecar_env = {e["name"]: e.get("value") for e in sidecar_of(pod)["env"]}
     assert log_file == sidecar_env["SGLANG_EXPORTER_LOG__PATH"]
@@ -132,9 +135,8 @@ def test_server_logging_config_reaches_the_sidecar(rendered, name):
     # The size cap keeps the file (and its one rotated copy) well inside the emptyDir's sizeLimit.
     limit = volumes["sglang-log"]["emptyDir"]["sizeLimit"]
     assert limit.endswith("Gi") and 2 * config["handlers"]["shared_file"]["max_bytes"] < int(limit[:-2]) * 2**30
-    # The postStart hook writes the UUID file the sidecar reads.
-    hook = " ".join(server["lifecycle"]["postStart"]["exec"]["command"])
-    assert sidecar_env["SGLANG_EXPORTER_GPU__UUIDS_FILE"] in hook
+    # The server's logging config writes the UUID file the sidecar reads.
+    assert config["handlers"]["shared_file"]["gpu_uuids_file"] == sidecar_env["SGLANG_EXPORTER_GPU__UUIDS_FILE"]
 
 
 def test_exporter_settings_in_the_manifests_exist(rendered):
@@ -350,7 +352,7 @@ def test_generator_wraps_rule_files_and_dashboards(tmp_path):
         generate.dashboard_configmaps(boards)
 
 
-def _own_workload(tmp_path: Path, container: str) -> Path:
+def _own_workload(tmp_path: Path, container: str, **server_fields) -> Path:
     app = tmp_path / "app"
     app.mkdir()
     (app / "workload.yaml").write_text(yaml.safe_dump({
@@ -358,7 +360,7 @@ def _own_workload(tmp_path: Path, container: str) -> Path:
         "metadata": {"name": "server", "labels": {"sglang-exporter/sidecar": "true"}},
         "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {
             "metadata": {"labels": {"app": "x"}},
-            "spec": {"containers": [{"name": container, "image": "lmsysorg/sglang:v0.5.2"}]}}}}))
+            "spec": {"containers": [{"name": container, "image": "lmsysorg/sglang:v0.5.2", **server_fields}]}}}}))
     (app / "kustomization.yaml").write_text(yaml.safe_dump({
         "resources": ["workload.yaml"], "components": [os.path.relpath(K8S / "base", app)]}))
     return app
@@ -379,3 +381,19 @@ def test_the_container_check_leaves_nothing_behind(tmp_path):
     pod = one_object(out, "Deployment", "server")["spec"]["template"]["spec"]
     assert [c["name"] for c in pod["containers"]] == ["sglang"]
     assert pod["containers"][0]["image"] == "lmsysorg/sglang:v0.5.2"
+
+
+def test_the_server_containers_own_pythonpath_and_hooks_are_kept(tmp_path):
+    """Before, the patch set PYTHONPATH (for the logging helpers) and a postStart hook (for the GPU
+    UUIDs) on the server container, silently replacing the user's; kustomize cannot merge either.
+    Now the component sets neither, and the user's values render unchanged."""
+    env = [{"name": "PYTHONPATH", "value": "/opt/my-plugins"}, {"name": "HF_HOME", "value": "/models"}]
+    lifecycle = {"postStart": {"exec": {"command": ["sh", "-c", "touch /tmp/started"]}},
+                 "preStop": {"exec": {"command": ["sleep", "5"]}}}
+    out = render(_own_workload(tmp_path, "sglang", env=env, lifecycle=lifecycle))
+    pod = one_object(out, "Deployment", "server")["spec"]["template"]["spec"]
+    [server] = [c for c in pod["containers"] if c["name"] == "sglang"]
+    assert server["lifecycle"] == lifecycle
+    by_name = {e["name"]: e["value"] for e in server["env"]}
+    assert by_name == {"PYTHONPATH": "/opt/my-plugins", "HF_HOME": "/models",
+                       "SGLANG_LOGGING_CONFIG_PATH": "/etc/sglang-exporter-logging/logging.json"}

@@ -12,8 +12,10 @@ import importlib
 import json
 import logging
 import logging.config
+import os
 import re
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -65,8 +67,14 @@ def isolated_logging():
 
 
 def _config(log_file: Path, **handler_overrides) -> dict:
+    """The shipped config with the ConfigMap's mount point replaced by this checkout's folder and
+    the log (and GPU UUID file) moved into ``log_file``'s folder."""
     config = json.loads((LOGGING_DIR / "logging.json").read_text(encoding="utf-8"))
+    helpers = config["formatters"]["helpers"]
+    assert Path(helpers["path_name"]).name == "sglang_exporter_logging.py"
+    helpers["path_name"] = str(LOGGING_DIR / "sglang_exporter_logging.py")
     config["handlers"]["shared_file"]["filename"] = str(log_file)
+    config["handlers"]["shared_file"]["gpu_uuids_file"] = str(log_file.parent / "gpu-uuids")
     config["handlers"]["shared_file"].update(handler_overrides)
     config["handlers"]["console"]["stream"] = "ext://sys.stdout"  # captured by pytest
     return config
@@ -87,7 +95,91 @@ def test_prefix_from_the_process_title(helper_module, title, prefix):
     assert helper_module.prefix_from_title(title) == prefix
 
 
-def test_config_writes_lines_the_exporter_reads_with_rank_labels(helper_module, isolated_logging,
+@pytest.fixture
+def process_title(monkeypatch):
+    """A stand-in ``setproctitle`` module (SGLang's dependency that the filter reads the scheduler's
+    title from); set ``.title`` to play another process."""
+    fake = types.ModuleType("setproctitle")
+    fake.title = ""
+    fake.getproctitle = lambda: fake.title
+    monkeypatch.setitem(sys.modules, "setproctitle", fake)
+    return fake
+
+
+def test_config_loads_without_pythonpath_and_leaves_it_alone(isolated_logging, process_title, tmp_path,
+                                                               monkeypatch):
+    """SGLang's dictConfig finds the helpers by the file's path: the server container's own
+    PYTHONPATH is neither needed nor changed, and no module is imported by name (before, the
+    config named ``sglang_exporter_logging.RankPrefixFilter`` and needed the ConfigMap on
+    PYTHONPATH, which the component set, replacing the user's)."""
+    monkeypatch.delitem(sys.modules, "sglang_exporter_logging", raising=False)
+    path_before = list(sys.path)
+    logging.config.dictConfig(_config(tmp_path / "sglang.log"))
+    assert sys.path == path_before
+    assert "sglang_exporter_logging" not in sys.modules
+    process_title.title = "sglang::scheduler_DP1_TP1"
+    logging.getLogger("sglang.srt.managers.scheduler").info("Decode batch, #running-req: 1")
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    [line] = (tmp_path / "sglang.log").read_text(encoding="utf-8").splitlines()
+    assert re.match(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d DP1 TP1\] Decode batch", line), line
+
+
+def _fake_nvidia_smi(folder: Path, monkeypatch, body: str) -> Path:
+    folder.mkdir()
+    tool = folder / "nvidia-smi"
+    tool.write_text("#!/bin/sh\n" + body)
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return tool
+
+
+def test_the_first_process_writes_the_gpu_uuids_once(isolated_logging, process_title, tmp_path,
+                                                      monkeypatch):
+    """The UUIDs the sidecar selects GPUs by (``gpu.uuids-file``) come from the server container's
+    own processes, so the component no longer replaces the container's ``lifecycle.postStart``.
+    Written once per file (later processes find it), in nvidia-smi's CSV form the sidecar reads."""
+    calls = tmp_path / "calls"
+    _fake_nvidia_smi(tmp_path / "bin", monkeypatch,
+                     f'echo x >> "{calls}"\n[ "$1 $2" = "--query-gpu=uuid --format=csv,noheader" ] || exit 9\n'
+                     'echo GPU-6d3c1a2e-0000-1111-2222-333344445555\necho GPU-0f9e8d7c-aaaa-bbbb-cccc-ddddeeeeffff\n')
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for _ in range(3):  # three SGLang processes configuring logging in turn
+        logging.config.dictConfig(_config(logs / "sglang.log"))
+    uuids = (logs / "gpu-uuids").read_text(encoding="utf-8")
+    assert uuids == "GPU-6d3c1a2e-0000-1111-2222-333344445555\nGPU-0f9e8d7c-aaaa-bbbb-cccc-ddddeeeeffff\n"
+    assert calls.read_text().count("x") == 1
+    assert sorted(p.name for p in logs.iterdir()) == [".sglang.log.lock", "gpu-uuids", "sglang.log"]
+    from exporter.sources.gpu.devices import UuidSelection
+    assert UuidSelection(uuids_file=str(logs / "gpu-uuids")).current() == {
+        "GPU-6d3c1a2e-0000-1111-2222-333344445555", "GPU-0f9e8d7c-aaaa-bbbb-cccc-ddddeeeeffff"}
+
+
+@pytest.mark.parametrize("body", ["exit 3\n", "echo\n", None])
+def test_without_a_working_nvidia_smi_logging_still_starts(isolated_logging, process_title, tmp_path,
+                                                           monkeypatch, body):
+    """No nvidia-smi (a CPU test), one that fails or one that lists no GPU: no UUID file, and
+    logging (hence the server) starts all the same."""
+    if body is None:
+        monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    else:
+        _fake_nvidia_smi(tmp_path / "bin", monkeypatch, body)
+    logging.config.dictConfig(_config(tmp_path / "sglang.log"))
+    logging.getLogger("sglang").info("still logging")
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    assert not (tmp_path / "gpu-uuids").exists()
+    assert (tmp_path / "sglang.log").read_text(encoding="utf-8").endswith("still logging\n")
+
+
+def test_a_hanging_nvidia_smi_is_given_up(helper_module, tmp_path, monkeypatch):
+    _fake_nvidia_smi(tmp_path / "bin", monkeypatch, "sleep 30\n")
+    assert helper_module.write_gpu_uuids(str(tmp_path / "gpu-uuids"), timeout=0.5) is False
+    assert not list(tmp_path.glob("gpu-uuids*"))
+
+
+def test_config_writes_lines_the_exporter_reads_with_rank_labels(isolated_logging, process_title,
                                                                  monkeypatch, tmp_path, capsys):
     log_file = tmp_path / "sglang.log"
     logging.config.dictConfig(_config(log_file))
@@ -104,15 +196,15 @@ def test_config_writes_lines_the_exporter_reads_with_rank_labels(helper_module, 
     expected = []
     for title, labels in schedulers.items():
         # Each scheduler is its own process: a new pid makes the filter read the title again.
-        monkeypatch.setattr(helper_module, "_current_title", lambda title=title: title)
-        monkeypatch.setattr(helper_module.os, "getpid", lambda title=title: hash(title))
+        process_title.title = title
+        monkeypatch.setattr(os, "getpid", lambda title=title: hash(title))
         for message in decode + prefill:
             logger.info(message)
             expected.append(labels)
         logging.getLogger("sglang.srt.managers.schedule_batch").warning(retract[0])
         expected.append(labels)
-    monkeypatch.setattr(helper_module, "_current_title", lambda: "python3 -m sglang.launch_server")
-    monkeypatch.setattr(helper_module.os, "getpid", lambda: -1)
+    process_title.title = "python3 -m sglang.launch_server"
+    monkeypatch.setattr(os, "getpid", lambda: -1)
     logging.getLogger("sglang.srt.entrypoints.http_server").info("INFO:     127.0.0.1 - \"GET /health HTTP/1.1\" 200")
     for handler in logging.getLogger().handlers:
         handler.flush()
@@ -206,3 +298,35 @@ def test_concurrent_writers_rotating_at_once_lose_no_line(tmp_path):
     for w in range(writers):
         mine = [int(line.split()[1]) for line in order if line.startswith(f"w{w:02d} ")]
         assert mine == list(range(lines))
+
+
+REAL_SGLANG = r"""
+import logging, sys, types
+import setproctitle
+setproctitle.setproctitle("sglang::scheduler_DP1_TP0")   # as run_scheduler_process does, first
+from sglang.srt.utils.common import configure_logger
+configure_logger(types.SimpleNamespace(log_level="info"), " DP1 TP0")
+logging.getLogger("sglang.srt.managers.scheduler").info(sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.18"])
+def test_real_sglang_loads_the_config_without_pythonpath(version, tmp_path):
+    """SGLang's own ``configure_logger`` (the test bed's real releases) loads the shipped config
+    with no PYTHONPATH set, and the line it writes carries the scheduler's rank tags, read from
+    the process title by the real ``setproctitle``."""
+    import subprocess
+    from realserver_support import require_stack, stack
+    require_stack(version)
+    config_file = tmp_path / "logging.json"
+    config_file.write_text(json.dumps(_config(tmp_path / "sglang.log")), encoding="utf-8")
+    message = _messages("Decode batch", 1)[0]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["SGLANG_LOGGING_CONFIG_PATH"] = str(config_file)
+    r = subprocess.run([str(stack.python(version)), "-c", REAL_SGLANG, message], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    [line] = (tmp_path / "sglang.log").read_text(encoding="utf-8").splitlines()
+    event = parse_line(line)
+    assert isinstance(event, DecodeBatch) and event.origin.dp_rank == "1", line
+    assert r.stdout.splitlines()[-1] == line  # the console keeps the same line

@@ -20,6 +20,15 @@ rotate the same file twice (the second rename would replace the first segment: l
 line is written to a segment that is being replaced. The disk use stays below about
 ``(1 + backup_count) x max_bytes``. The exporter follows the rename (``--log.rotate-wait``).
 
+With ``gpu_uuids_file`` the handler also tells the sidecar which GPUs this server was given: the
+first process that configures logging writes ``nvidia-smi --query-gpu=uuid --format=csv,noheader``
+(the GPUs NVML shows inside the server container) to that file, atomically, once per file; without
+``nvidia-smi`` nothing is written and nothing fails. This replaces a ``lifecycle.postStart`` hook,
+so that the component keeps the server container's own hook.
+
+The config loads this file by path (``runpy.run_path`` as a formatter factory, then ``cfg://``
+references to its classes), so no ``PYTHONPATH`` is set and the server's own is kept.
+
 Only the standard library and ``setproctitle`` (a dependency of SGLang) are used.
 """
 
@@ -30,8 +39,9 @@ import logging
 import logging.handlers
 import os
 import re
+import subprocess
 
-__all__ = ["RankPrefixFilter", "SharedFileHandler", "prefix_from_title"]
+__all__ = ["RankPrefixFilter", "SharedFileHandler", "prefix_from_title", "write_gpu_uuids"]
 
 _TITLE = re.compile(r"^sglang::scheduler((?:_[A-Z_]+?\d+)*)\s*$")
 _TAG = re.compile(r"_((?:ATTN_CP|MOE_DP|DP|PP|TP|EP)\d+)")
@@ -79,11 +89,35 @@ class RankPrefixFilter(logging.Filter):
         return True
 
 
+def write_gpu_uuids(path: str, timeout: float = 30.0) -> bool:
+    """Writes the UUIDs of the GPUs visible here (one per line, ``GPU-...``) to ``path`` unless it
+    exists; True when written. Source: ``nvidia-smi --query-gpu=uuid --format=csv,noheader`` (NVML
+    inside the server container lists exactly the GPUs it was given). Atomic: a temporary file
+    beside ``path`` renamed over it, so the sidecar never reads half a list. Never raises: without
+    ``nvidia-smi``, on its failure or timeout, nothing is written."""
+    if os.path.exists(path):
+        return False
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=timeout, check=True).stdout
+        uuids = [u.strip() for u in out.splitlines() if u.strip()]
+        if not uuids:
+            return False
+        tmp = f"{path}.tmp.{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("".join(u + "\n" for u in uuids))
+        os.replace(tmp, path)
+        return True
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 class SharedFileHandler(logging.handlers.WatchedFileHandler):
     """Append-only file handler safe for several writer processes, bounded by rename rotation.
 
     ``max_bytes``: size after which the file is renamed to ``<filename>.1`` (0: never).
     ``backup_count``: rotated segments kept (``.1`` newest ... ``.N`` oldest; at least 1).
+    ``gpu_uuids_file``: where :func:`write_gpu_uuids` puts this container's GPU UUIDs (None: not).
 
     Every emit holds an exclusive ``fcntl.flock`` on ``.<basename>.lock`` in the log's directory
     across the rotation check, the rename and the write. The lock file is opened once per process
@@ -92,7 +126,7 @@ class SharedFileHandler(logging.handlers.WatchedFileHandler):
     """
 
     def __init__(self, filename: str, max_bytes: int = 0, encoding: str | None = "utf-8",
-                 delay: bool = False, backup_count: int = 1) -> None:
+                 delay: bool = False, backup_count: int = 1, gpu_uuids_file: str | None = None) -> None:
         super().__init__(filename, mode="a", encoding=encoding, delay=delay)
         self.max_bytes = int(max_bytes)
         self.backup_count = max(1, int(backup_count))
@@ -100,6 +134,16 @@ class SharedFileHandler(logging.handlers.WatchedFileHandler):
         self.lock_path = os.path.join(head, f".{tail}.lock")
         self._lock_fd: int | None = None
         self._lock_pid: int | None = None
+        if gpu_uuids_file:
+            try:
+                fd = self._lock_file()
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    write_gpu_uuids(gpu_uuids_file)
+                finally:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+            except OSError:  # never let logging break the server
+                pass
 
     def _lock_file(self) -> int:
         pid = os.getpid()
