@@ -183,13 +183,26 @@ class SglangSettings(BaseModel):
         description="Decode steps per 'Decode batch' line (SGLang's "
         "--decode-log-interval). A decode_log_interval value in the log's server_args line wins; "
         "when neither gives it, SGLang's default is assumed, labelled source=\"default\" and warned about "
-        "(SGLang Omni never prints server_args: set it there).")
+        "(SGLang Omni never prints server_args: set it there, or per stage below).")
+    stage_decode_log_intervals: str | None = Field(
+        None, json_schema_extra={"metavar": "STAGE=STEPS,..."},
+        description="SGLang Omni: each stage's decode steps per 'Decode batch' line (Omni's "
+        "--<stage>.engine.decode_log_interval), e.g. 'thinker=1,talker_ar=1'. Omni prints no server_args and "
+        "its /model_info does not serve the interval, so only the deployment knows it. A stage named here "
+        "is labelled source=\"setting\"; any other stage takes --sglang.decode-log-interval.")
     chunked_prefill_size: int | None = Field(
         None, ge=CHUNKED_PREFILL_SIZE_MIN, le=CHUNKED_PREFILL_SIZE_MAX, json_schema_extra={"metavar": "TOKENS"},
         description="SGLang's --chunked-prefill-size, used only when the log "
         "has neither the start-up capacity line nor server_args (a log excerpt, or a log rotated since "
         "the server started). It lets admitted requests discount the continuing chunk of a chunked "
         "prefill; without it #new-seq is summed as is (an upper bound).")
+    @field_validator("stage_decode_log_intervals")
+    @classmethod
+    def _check_stage_intervals(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_stage_intervals(value)
+        return value
+
     idle_after: float = Field(
         DEFAULT_IDLE_AFTER, gt=0, le=86400, json_schema_extra={"metavar": "SECONDS"},
         description="Seconds without a Prefill/Decode line after which a scheduler's "
@@ -406,6 +419,31 @@ class OmniSettings(BaseModel):
         if interval is not None and value > interval:
             raise ValueError(f"must not exceed omni.poll-interval ({interval}); got {value}")
         return value
+
+
+def parse_stage_intervals(value: str) -> dict[str, int]:
+    """``"thinker=1,talker_ar=5"`` -> ``{"thinker": 1, "talker_ar": 5}`` (SGLang Omni stage names,
+    decode steps per Decode line).
+
+    Raises:
+        ValueError: an entry without ``=``, a name that is not a stage name, a stage given twice, or a
+            number of steps that is not an integer from 1 to 100,000.
+    """
+    from .events import STAGE_NAME
+
+    out: dict[str, int] = {}
+    for entry in value.split(","):
+        stage, sep, steps = (part.strip() for part in entry.partition("="))
+        if not sep or not STAGE_NAME.fullmatch(stage):
+            raise ValueError(f"must be STAGE=STEPS,... (e.g. thinker=1,talker_ar=1), got {entry[:80]!r}")
+        if stage in out:
+            raise ValueError(f"stage {stage!r} is given twice")
+        if not (steps.isascii() and steps.isdigit() and len(steps) <= 6
+                and DECODE_LOG_INTERVAL_MIN <= int(steps) <= DECODE_LOG_INTERVAL_MAX):
+            raise ValueError(f"{stage}: steps must be an integer from {DECODE_LOG_INTERVAL_MIN} to "
+                             f"{DECODE_LOG_INTERVAL_MAX}, got {steps[:20]!r}")
+        out[stage] = int(steps)
+    return out
 
 
 def parse_http_url(value: str) -> str:

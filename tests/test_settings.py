@@ -24,6 +24,12 @@ from exporter.settings import load_settings, parse_listen_address
     (["--log.path", "x", "--log.watch-mode", "fanotify"], ["--log.watch-mode"]),
     (["--log.path", "x", "--log.max-line-bytes", "10"], ["--log.max-line-bytes"]),
     (["--log.path", "x", "--sglang.idle-after", "0"], ["--sglang.idle-after"]),
+    (["--log.path", "x", "--sglang.stage-decode-log-intervals", "thinker"], ["--sglang.stage-decode-log-intervals",
+                                                                            "STAGE=STEPS"]),
+    (["--log.path", "x", "--sglang.stage-decode-log-intervals", "thinker=0"], ["--sglang.stage-decode-log-intervals",
+                                                                              "thinker: steps"]),
+    (["--log.path", "x", "--sglang.stage-decode-log-intervals", "thinker=1,thinker=2"], ["given twice"]),
+    (["--log.path", "x", "--sglang.stage-decode-log-intervals", "bad stage=1"], ["STAGE=STEPS"]),
     ([], ["log.path", "--log.path"]),
 ])
 def test_bad_values_exit_2_naming_the_setting(args, names, capsys):
