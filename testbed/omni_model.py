@@ -110,7 +110,7 @@ def config_dict() -> dict:
 
 def _tokenizer(out: Path) -> None:
     """A word-level tokenizer with an NFC normalizer (Omni's preprocessing asserts one)."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, decoders
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     vocab = {"[UNK]": 0, "\n": 1}
@@ -120,7 +120,9 @@ def _tokenizer(out: Path) -> None:
     vocab.update({t: FIRST_SPECIAL + i for i, t in enumerate(SPECIAL)})
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Split(pattern=" ", behavior="removed")
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(pattern=Regex("\n"), behavior="isolated"),
+                                                 pre_tokenizers.Split(pattern=" ", behavior="removed")])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL])
     tok.decoder = decoders.WordPiece(prefix="##")  # joins words with a space
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", eos_token="<|im_end|>",
                                    pad_token="<|endoftext|>", additional_special_tokens=SPECIAL,
