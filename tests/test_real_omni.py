@@ -99,7 +99,7 @@ def live(shim: bool, root) -> OmniLive:
     port = free_port()
     log = str(out / "server.log")
     sidecar = Exporter("--log.path", log, "--log.from-beginning", "--gpu.enabled", "false",
-                       "--omni.url", f"http://127.0.0.1:{port}", "--omni.poll-interval", "1",
+                       "--omni.url", f"http://127.0.0.1:{port}", "--omni.poll-interval", "2", "--omni.timeout", "2",
                        "--sglang.stage-decode-log-intervals", INTERVALS)
     rec = OmniLive(run=None)  # type: ignore[arg-type]
     try:
@@ -129,7 +129,8 @@ def live(shim: bool, root) -> OmniLive:
                                    INTERVALS], check=True, capture_output=True, text=True).stdout
     plain = subprocess.run([*command(), "--log.path", log, "--one-shot"], check=True, capture_output=True, text=True)
     rec.one_shot_default, rec.one_shot_default_err = plain.stdout, plain.stderr
-    rec.report = json.loads(subprocess.run([*command(), "report", log, "--format", "json"], check=True,
+    rec.report = json.loads(subprocess.run([*command(), "report", log, "--format", "json",
+                                            "--stage-decode-log-intervals", INTERVALS], check=True,
                                            capture_output=True, text=True).stdout)
     rec.hand = hand_count((out / "server.log").read_text(errors="replace"))
     (out / "sidecar-final.prom").write_text(rec.final)
@@ -213,6 +214,7 @@ def test_prefill_batches_per_stage_equal_the_hand_count(shim):
         assert want > 0, stage
         assert stage_value(shim.final, "sglang_scheduler_batches_total", stage, phase="prefill") == want
         assert stage_value(shim.one_shot, "sglang_scheduler_batches_total", stage, phase="prefill") == want
+        assert shim.report["stages"][stage]["retractions"]["prefill_batches"] == want
 
 
 def test_admissions_per_stage_equal_the_hand_count_and_what_was_sent(shim):
@@ -225,6 +227,7 @@ def test_admissions_per_stage_equal_the_hand_count_and_what_was_sent(shim):
         assert shim.hand.admitted[stage] == want[stage], (stage, shim.hand.admitted)
         assert stage_value(shim.final, "sglang_scheduler_admitted_requests_total", stage) == want[stage]
         assert stage_value(shim.one_shot, "sglang_scheduler_admitted_requests_total", stage) == want[stage]
+        assert shim.report["stages"][stage]["queue_latency"]["admitted_requests"] == want[stage]
 
 
 def test_decode_steps_per_stage_rest_on_the_stages_setting(shim):
@@ -237,6 +240,9 @@ def test_decode_steps_per_stage_rest_on_the_stages_setting(shim):
         assert stage_value(shim.final, "sglang_scheduler_batches_total", stage, phase="decode") == lines
         assert stage_value(shim.final, "sglang_scheduler_decode_log_interval", stage, source="setting") == 1
         assert stage_value(shim.one_shot, "sglang_scheduler_batches_total", stage, phase="decode") == lines
+        section = shim.report["stages"][stage]
+        assert section["retractions"]["decode_steps"] == lines
+        assert section["settings"]["decode_log_interval_source"] == "--stage-decode-log-intervals"
     assert "decode_log_interval: the log has no server_args" not in shim.sidecar_log
 
 
