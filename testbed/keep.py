@@ -30,7 +30,8 @@ def keep(run_dir: Path, name: str, features: str) -> Path:
                         (str(stack.cache_dir()), "/cache"), (str(Path.home()), "/home/user")):
         text = text.replace(path, alias)
     if "shim" in run:  # testbed/omni.py
-        header = (f"# source: sglang-exporter test bed (testbed/omni.py), real SGLang Omni pipeline (sgl-omni serve) "
+        header = (f"# source: sglang-exporter test bed (testbed/omni.py), real SGLang Omni pipeline "
+                  f"({run.get('launcher', 'sgl-omni serve')}) "
                   f"on CPU, tiny random-weight Qwen3-Omni, {'with' if run['shim'] else 'without'} the logging shim; "
                   f"flags: {' '.join(run['flags'])}; load: {run['load']}\n"
                   f"# version: {run['version']} (SGLang {stack.OMNI[run['version'].removeprefix('omni-')]['sglang']}); "

@@ -14,7 +14,6 @@ came), ``client.jsonl`` (one line per request: audio asked, HTTP status, audio b
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import urllib.error
@@ -45,51 +44,43 @@ POLL_EVERY = 1.0
 WORDS = "please tell me about the scheduler batch decode prefill token cache audio speech stage".split()
 
 
+#: How the pipeline is started: Omni's own command, or SGLang's (0.5.21+) handing over to it.
+LAUNCHERS = {"sgl-omni": ("sgl-omni", "serve"), "sglang": ("sglang", "serve", "--model-type", "omni")}
+
+
 class OmniServer(Server):
-    """One ``sgl-omni serve`` pipeline of the tiny Qwen3-Omni (its ``stop`` is :class:`Server`'s).
+    """One pipeline of the tiny Qwen3-Omni (its ``stop`` is :class:`Server`'s).
 
     Args:
         log: The log file; each start appends to it.
         shim: Put the logging shim on the pipeline's ``PYTHONPATH``.
         flags: Omni flags after :data:`BASE_FLAGS`.
         port: Its API port (default: a free one).
+        launcher: A key of :data:`LAUNCHERS`: ``sgl-omni serve`` or ``sglang serve --model-type omni``.
     """
 
-    def __init__(self, log: Path, shim: bool, flags: tuple[str, ...] = (), port: int | None = None):
+    def __init__(self, log: Path, shim: bool, flags: tuple[str, ...] = (), port: int | None = None,
+                 launcher: str = "sgl-omni"):
         env = {"PYTHONPATH": str(SHIM)} if shim else {}
         super().__init__(VERSION, list(flags), log, env)
-        self.shim = shim
+        self.shim, self.launcher = shim, LAUNCHERS[launcher]
         if port is not None:
             self.port = port
 
-    def start(self, timeout: float = START_TIMEOUT) -> "OmniServer":
-        """Start the pipeline and wait until ``/health`` answers 200 (after Omni's warm-up request).
+    start_timeout = START_TIMEOUT
 
-        Raises:
-            RuntimeError: it exited or did not get ready within ``timeout`` (the log's tail is in the message).
-        """
-        import subprocess
+    def what(self) -> str:
+        return "SGLang Omni"
 
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        self._log_start = self.log.stat().st_size if self.log.exists() else 0
-        env = dict(os.environ, SGLANG_USE_CPU_ENGINE="1", CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1",
-                   TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", **self.env)
-        if not self.shim:
-            env.pop("PYTHONPATH", None)
-        cmd = [str(stack.venv_dir(VERSION) / "bin" / "sgl-omni"), "serve", "--model-path", str(stack.omni_model_dir()),
-               "--host", "127.0.0.1", "--port", str(self.port), *BASE_FLAGS, *self.flags]
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=env, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"SGLang Omni exited with {self.proc.returncode} at start-up:\n{self.tail()}")
-            if self.get("/health")[0] == 200:
-                return self
-            time.sleep(1.0)
-        self.stop()
-        raise RuntimeError(f"SGLang Omni not ready after {timeout:.0f} s:\n{self.tail()}")
+    def command(self) -> list[str]:
+        """The launcher on the tiny Qwen3-Omni with :data:`BASE_FLAGS` and this start's flags."""
+        program, *sub = self.launcher
+        return [str(stack.venv_dir(VERSION) / "bin" / program), *sub, "--model-path", str(stack.omni_model_dir()),
+                "--host", "127.0.0.1", "--port", str(self.port), *BASE_FLAGS, *self.flags]
+
+    def ready(self) -> bool:
+        """``/health`` answers 200: Omni's own warm-up request has crossed the pipeline."""
+        return self.get("/health", timeout=5.0)[0] == 200
 
     def get(self, path: str, timeout: float = 30.0) -> tuple[int, dict | None]:
         """``GET path``: (HTTP status, JSON body or None); status 0 when nothing answers."""
@@ -135,7 +126,7 @@ class OmniRun:
 
 
 def run(out: Path, shim: bool, load: OmniLoad = OmniLoad(), flags: tuple[str, ...] = (),
-        on_poll=None, port: int | None = None) -> OmniRun:
+        on_poll=None, port: int | None = None, launcher: str = "sgl-omni") -> OmniRun:
     """Start the pipeline, send ``load``, poll ``/model_info`` every :data:`POLL_EVERY` seconds while
     it runs (and once at the end, the pipeline idle), stop it with SIGTERM; records under ``out``.
 
@@ -144,6 +135,7 @@ def run(out: Path, shim: bool, load: OmniLoad = OmniLoad(), flags: tuple[str, ..
             ``label``: ``ready``, ``load`` or ``end``, the pipeline idle), so that a test can scrape the
             sidecar at the same moment; the pipeline runs until it returns.
         port: The pipeline's API port (default: a free one), e.g. to give a sidecar beforehand.
+        launcher: How it is started (:data:`LAUNCHERS`).
 
     Raises:
         RuntimeError: the pipeline failed to start (with the log's tail).
@@ -152,7 +144,7 @@ def run(out: Path, shim: bool, load: OmniLoad = OmniLoad(), flags: tuple[str, ..
     for old in ("server.log", "model-info.jsonl", "client.jsonl", "run.json"):
         (out / old).unlink(missing_ok=True)
     rec = OmniRun(out, shim)
-    server = OmniServer(out / "server.log", shim, flags, port)
+    server = OmniServer(out / "server.log", shim, flags, port, launcher)
     rec.started = time.time()
     with server:
         rec.ready = time.time()
@@ -186,7 +178,8 @@ def run(out: Path, shim: bool, load: OmniLoad = OmniLoad(), flags: tuple[str, ..
         f.writelines(json.dumps(e) + "\n" for e in rec.model_info)
     with open(out / "client.jsonl", "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in rec.requests)
-    (out / "run.json").write_text(json.dumps({"version": VERSION, "shim": shim, "flags": [*BASE_FLAGS, *flags],
+    (out / "run.json").write_text(json.dumps({"version": VERSION, "shim": shim, "launcher": " ".join(server.launcher),
+                                              "flags": [*BASE_FLAGS, *flags],
                                               "load": load.__dict__, "started": rec.started, "ready": rec.ready,
                                               "stopped": rec.stopped}, indent=1))
     return rec

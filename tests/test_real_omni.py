@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import pytest
 from conftest import samples
 from exporter_support import Exporter, command
-from realserver_support import records_root, require_stack, series
+from realserver_support import read_to_end, records_root, require_stack, series
 
 from testbed import omni, stack
 from testbed.server import free_port
@@ -33,7 +33,7 @@ from testbed.server import free_port
 STAGES = ("thinker", "talker_ar")
 #: Each stage's decode log interval as the test bed starts it (omni.BASE_FLAGS), given to the sidecar.
 INTERVALS = "thinker=1,talker_ar=1"
-LOAD = omni.OmniLoad(n=8, concurrency=4, audio_every=2)
+LOAD = omni.OmniLoad(n=16, concurrency=4, audio_every=2, talker_tokens=48)
 DEADLINE = 60.0
 _LINE = re.compile(r"^\S+ \S+ \[INFO\] \[stage-(?P<stage>[\w.-]+)/(?P<thread>[\w.-]+)\] \S+: "
                    r"(?P<kind>Prefill batch|Decode batch|KV Cache is allocated)\.?,? (?P<rest>.*)$")
@@ -112,16 +112,7 @@ def live(shim: bool, root) -> OmniLive:
             rec.pairs.append((entry, sidecar.get("/metrics")[1]))
 
         rec.run = omni.run(out, shim, LOAD, on_poll=on_poll, port=port)
-        size = (out / "server.log").stat().st_size
-        deadline = time.monotonic() + DEADLINE
-        while True:
-            text = sidecar.get("/metrics")[1]
-            read = sum(series(text, "sglang_exporter_log_bytes_read_total"))
-            if read >= size or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert read >= size, f"the sidecar read {read} of {size} bytes of the log"
-        rec.final = text
+        rec.final = read_to_end(sidecar, out / "server.log")
     finally:
         sidecar.terminate()
         rec.sidecar_log = "".join(sidecar.stderr_lines)
