@@ -35,7 +35,7 @@ def keep(run_dir: Path, name: str, features: str) -> Path:
                   f"on CPU, tiny random-weight Qwen3-Omni, {'with' if run['shim'] else 'without'} the logging shim; "
                   f"flags: {' '.join(run['flags'])}; load: {run['load']}\n"
                   f"# version: {run['version']} (SGLang {stack.OMNI[run['version'].removeprefix('omni-')]['sglang']}); "
-                  "date: recorded by tests/test_real_omni.py\n"
+                  "date: recorded with testbed/omni.py\n"
                   f"# features: {features}\n")
     else:
         flags = " | ".join(" ".join(s["flags"]) for s in run["starts"]).replace(str(run_dir.resolve()), "/run")
