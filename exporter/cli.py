@@ -235,8 +235,9 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
     omni_poller = None
     if settings.omni.url:
         from .sources.omni import OmniCollector, make_poller as make_omni_poller
+        from .sources.omni.silence import SilentStages
 
-        omni_poller = make_omni_poller(settings.omni)
+        omni_poller = make_omni_poller(settings.omni, on_stages=SilentStages(store, log_source.stats))
     registry = build_registry(store, log_source, settings.sglang.idle_after, gpu,
                               fpm.collector if fpm is not None else None,
                               OmniCollector(omni_poller) if omni_poller is not None else None)
