@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     if settings.demo and settings.log.path:
         return usage_error("setting demo (--demo) replays the bundled sample log; it cannot be combined "
                             "with log.path (--log.path)")
-    interval_source = "setting" if "decode_log_interval" in settings.sglang.model_fields_set else "default"
+    interval_source = "setting" if settings.given("sglang", "decode_log_interval") else "default"
     stage_intervals = (parse_stage_intervals(settings.sglang.stage_decode_log_intervals)
                        if settings.sglang.stage_decode_log_intervals else {})
     store = SchedulerStore(SchedulerStates(settings.sglang.decode_log_interval,

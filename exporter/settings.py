@@ -22,7 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -516,6 +516,14 @@ class Settings(BaseSettings):
         False, description="Replay the bundled sample log (real SGLang lines) into a temporary file at "
         "its recorded pace, in a loop, and serve live metrics from it. No GPU or SGLang needed.")
 
+    #: ``(group, name)`` of every setting a flag, a variable or the file gave (:meth:`given`).
+    _given: frozenset = PrivateAttr(default=frozenset())
+
+    def given(self, group: str, name: str) -> bool:
+        """True when a flag, an ``SGLANG_EXPORTER_*`` variable or the config file gave the setting
+        (fields merged with their defaults cannot tell: ``nested_model_default_partial_update``)."""
+        return (group, name) in self._given
+
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
                                    file_secret_settings):
@@ -563,7 +571,12 @@ def _config_file_source(settings_cls) -> PydanticBaseSettingsSource:
             raise SettingsError(f"{where}: {_CONFIG_FILE} nests arrays or tables too deep to read") from None
         _check_file_keys(data, _CONFIG_FILE)
         _check_file_types(data, _CONFIG_FILE)
+    _FILE_GIVEN.update((group, name) for group, table in data.items() if isinstance(table, dict) for name in table)
     return InitSettingsSource(settings_cls, init_kwargs=data)
+
+
+#: ``(group, name)`` of the settings the config file gave, filled while the file is read.
+_FILE_GIVEN: set[tuple[str, str]] = set()
 
 
 def _file_keys() -> dict[str | None, list[str]]:
@@ -748,8 +761,13 @@ def load_settings(argv: list[str] | None = None) -> Settings:
         raise SettingsError(f"{exc} (see {PROG} --help)") from None
     config_file = cli.get("config", {}).get("file") or os.environ.get(ENV_PREFIX + "CONFIG__FILE")
     _CONFIG_FILE = Path(config_file) if config_file else None
+    _FILE_GIVEN.clear()
     try:
-        return Settings(**cli)
+        settings = Settings(**cli)
+        given = {(group, name) for group, table in cli.items() if isinstance(table, dict) for name in table}
+        given |= {(s.group, s.name) for s in SETTINGS if s.group is not None and s.env in os.environ}
+        settings._given = frozenset(given | _FILE_GIVEN)
+        return settings
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
