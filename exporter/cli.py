@@ -28,7 +28,7 @@ from .scheduler.collector import PipelineCollector, SchedulerCollector
 from .scheduler.state import SchedulerStates
 from .scheduler.store import SchedulerStore
 from .selfmetrics import GuardedCollectors
-from .settings import Settings, SettingsError, load_settings, parse_listen_address, unknown_environment
+from .settings import Settings, SettingsError, load_settings, parse_listen_address, parse_stage_intervals, unknown_environment
 from .sources.log.glob import has_glob
 from .sources.log.source import LogSource
 from .status import PROG, ExitStatus, error, interrupted, os_error, usage_error, write_stdout
@@ -123,10 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     if settings.demo and settings.log.path:
         return usage_error("setting demo (--demo) replays the bundled sample log; it cannot be combined "
                             "with log.path (--log.path)")
-    interval_source = "setting" if "decode_log_interval" in settings.sglang.model_fields_set else "default"
+    interval_source = "setting" if settings.given("sglang", "decode_log_interval") else "default"
+    stage_intervals = (parse_stage_intervals(settings.sglang.stage_decode_log_intervals)
+                       if settings.sglang.stage_decode_log_intervals else {})
     store = SchedulerStore(SchedulerStates(settings.sglang.decode_log_interval,
                                            chunked_prefill_size=settings.sglang.chunked_prefill_size,
-                                           decode_log_interval_source=interval_source),
+                                           decode_log_interval_source=interval_source,
+                                           stage_decode_log_intervals=stage_intervals),
                            # the demo's bundled log is known to rest on the default: said once, at INFO
                            assumed_interval_level=logging.INFO if settings.demo else logging.WARNING)
     if settings.one_shot:
@@ -232,8 +235,9 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
     omni_poller = None
     if settings.omni.url:
         from .sources.omni import OmniCollector, make_poller as make_omni_poller
+        from .sources.omni.silence import SilentStages
 
-        omni_poller = make_omni_poller(settings.omni)
+        omni_poller = make_omni_poller(settings.omni, on_stages=SilentStages(store, log_source.stats))
     registry = build_registry(store, log_source, settings.sglang.idle_after, gpu,
                               fpm.collector if fpm is not None else None,
                               OmniCollector(omni_poller) if omni_poller is not None else None)

@@ -22,7 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -183,13 +183,26 @@ class SglangSettings(BaseModel):
         description="Decode steps per 'Decode batch' line (SGLang's "
         "--decode-log-interval). A decode_log_interval value in the log's server_args line wins; "
         "when neither gives it, SGLang's default is assumed, labelled source=\"default\" and warned about "
-        "(SGLang Omni never prints server_args: set it there).")
+        "(SGLang Omni never prints server_args: set it there, or per stage below).")
+    stage_decode_log_intervals: str | None = Field(
+        None, json_schema_extra={"metavar": "STAGE=STEPS,..."},
+        description="SGLang Omni: each stage's decode steps per 'Decode batch' line (Omni's "
+        "--<stage>.engine.decode_log_interval), e.g. 'thinker=1,talker_ar=1'. Omni prints no server_args and "
+        "its /model_info does not serve the interval, so only the deployment knows it. A stage named here "
+        "is labelled source=\"setting\"; any other stage takes --sglang.decode-log-interval.")
     chunked_prefill_size: int | None = Field(
         None, ge=CHUNKED_PREFILL_SIZE_MIN, le=CHUNKED_PREFILL_SIZE_MAX, json_schema_extra={"metavar": "TOKENS"},
         description="SGLang's --chunked-prefill-size, used only when the log "
         "has neither the start-up capacity line nor server_args (a log excerpt, or a log rotated since "
         "the server started). It lets admitted requests discount the continuing chunk of a chunked "
         "prefill; without it #new-seq is summed as is (an upper bound).")
+    @field_validator("stage_decode_log_intervals")
+    @classmethod
+    def _check_stage_intervals(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_stage_intervals(value)
+        return value
+
     idle_after: float = Field(
         DEFAULT_IDLE_AFTER, gt=0, le=86400, json_schema_extra={"metavar": "SECONDS"},
         description="Seconds without a Prefill/Decode line after which a scheduler's "
@@ -408,6 +421,31 @@ class OmniSettings(BaseModel):
         return value
 
 
+def parse_stage_intervals(value: str) -> dict[str, int]:
+    """``"thinker=1,talker_ar=5"`` -> ``{"thinker": 1, "talker_ar": 5}`` (SGLang Omni stage names,
+    decode steps per Decode line).
+
+    Raises:
+        ValueError: an entry without ``=``, a name that is not a stage name, a stage given twice, or a
+            number of steps that is not an integer from 1 to 100,000.
+    """
+    from .events import STAGE_NAME
+
+    out: dict[str, int] = {}
+    for entry in value.split(","):
+        stage, sep, steps = (part.strip() for part in entry.partition("="))
+        if not sep or not STAGE_NAME.fullmatch(stage):
+            raise ValueError(f"must be STAGE=STEPS,... (e.g. thinker=1,talker_ar=1), got {entry[:80]!r}")
+        if stage in out:
+            raise ValueError(f"stage {stage!r} is given twice")
+        if not (steps.isascii() and steps.isdigit() and len(steps) <= 6
+                and DECODE_LOG_INTERVAL_MIN <= int(steps) <= DECODE_LOG_INTERVAL_MAX):
+            raise ValueError(f"{stage}: steps must be an integer from {DECODE_LOG_INTERVAL_MIN} to "
+                             f"{DECODE_LOG_INTERVAL_MAX}, got {steps[:20]!r}")
+        out[stage] = int(steps)
+    return out
+
+
 def parse_http_url(value: str) -> str:
     """Check a base URL the exporter can GET from: ``http://`` or ``https://``, a host, an optional port,
     an optional path, nothing else.
@@ -478,6 +516,14 @@ class Settings(BaseSettings):
         False, description="Replay the bundled sample log (real SGLang lines) into a temporary file at "
         "its recorded pace, in a loop, and serve live metrics from it. No GPU or SGLang needed.")
 
+    #: ``(group, name)`` of every setting a flag, a variable or the file gave (:meth:`given`).
+    _given: frozenset = PrivateAttr(default=frozenset())
+
+    def given(self, group: str, name: str) -> bool:
+        """True when a flag, an ``SGLANG_EXPORTER_*`` variable or the config file gave the setting
+        (fields merged with their defaults cannot tell: ``nested_model_default_partial_update``)."""
+        return (group, name) in self._given
+
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
                                    file_secret_settings):
@@ -525,7 +571,12 @@ def _config_file_source(settings_cls) -> PydanticBaseSettingsSource:
             raise SettingsError(f"{where}: {_CONFIG_FILE} nests arrays or tables too deep to read") from None
         _check_file_keys(data, _CONFIG_FILE)
         _check_file_types(data, _CONFIG_FILE)
+    _FILE_GIVEN.update((group, name) for group, table in data.items() if isinstance(table, dict) for name in table)
     return InitSettingsSource(settings_cls, init_kwargs=data)
+
+
+#: ``(group, name)`` of the settings the config file gave, filled while the file is read.
+_FILE_GIVEN: set[tuple[str, str]] = set()
 
 
 def _file_keys() -> dict[str | None, list[str]]:
@@ -710,8 +761,13 @@ def load_settings(argv: list[str] | None = None) -> Settings:
         raise SettingsError(f"{exc} (see {PROG} --help)") from None
     config_file = cli.get("config", {}).get("file") or os.environ.get(ENV_PREFIX + "CONFIG__FILE")
     _CONFIG_FILE = Path(config_file) if config_file else None
+    _FILE_GIVEN.clear()
     try:
-        return Settings(**cli)
+        settings = Settings(**cli)
+        given = {(group, name) for group, table in cli.items() if isinstance(table, dict) for name in table}
+        given |= {(s.group, s.name) for s in SETTINGS if s.group is not None and s.env in os.environ}
+        settings._given = frozenset(given | _FILE_GIVEN)
+        return settings
     except ValidationError as exc:
         problems = []
         for err in exc.errors():

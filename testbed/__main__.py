@@ -12,8 +12,8 @@ from . import stack
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m testbed", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="build the SGLang stacks and the tiny model into the cache (idempotent)")
-    b.add_argument("versions", nargs="*", default=list(stack.RELEASES), help=f"releases (default: {' '.join(stack.RELEASES)})")
+    b = sub.add_parser("build", help="build the SGLang (and SGLang Omni) stacks and their tiny models into the cache (idempotent)")
+    b.add_argument("versions", nargs="*", default=stack.stacks(), help=f"stacks (default: {' '.join(stack.stacks())})")
     r = sub.add_parser("run", help="run one scenario and keep its records under OUT")
     r.add_argument("scenario")
     r.add_argument("out", type=Path)
@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cmd == "build":
         for v in args.versions:
-            if v not in stack.RELEASES:
-                p.error(f"unknown SGLang release {v!r}; supported: {', '.join(stack.RELEASES)}")
+            if v not in stack.stacks():
+                p.error(f"unknown stack {v!r}; supported: {', '.join(stack.stacks())}")
             print(f"testbed: SGLang {v}: {stack.build(v)}", flush=True)
         return 0
     from . import scenarios

@@ -56,31 +56,47 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = START_TIMEOUT) -> "Server":
-        """Start the server and wait until it has printed :data:`READY_LINE`.
+    #: Seconds :meth:`start` waits for the server to get ready.
+    start_timeout = START_TIMEOUT
+
+    def what(self) -> str:
+        """The server's name in messages."""
+        return f"SGLang {self.version}"
+
+    def command(self) -> list[str]:
+        """The command line that starts the server."""
+        return [str(stack.python(self.version)), "-m", "sglang.launch_server",
+                "--model-path", str(stack.model_dir()), *BASE_FLAGS,
+                "--host", "127.0.0.1", "--port", str(self.port), *self.flags]
+
+    def ready(self) -> bool:
+        """This start is ready: it has printed :data:`READY_LINE`."""
+        return READY_LINE in self._this_run()
+
+    def start(self, timeout: float | None = None) -> "Server":
+        """Start the server and wait until it is :meth:`ready` (at most ``timeout`` seconds, default
+        :attr:`start_timeout`).
 
         Raises:
             RuntimeError: it exited or did not get ready within ``timeout`` (the log's tail is in the message).
         """
+        timeout = self.start_timeout if timeout is None else timeout
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log.stat().st_size if self.log.exists() else 0
         env = dict(os.environ, SGLANG_USE_CPU_ENGINE="1", CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1",
                    TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", **self.env)
-        cmd = [str(stack.python(self.version)), "-m", "sglang.launch_server",
-               "--model-path", str(stack.model_dir()), *BASE_FLAGS,
-               "--host", "127.0.0.1", "--port", str(self.port), *self.flags]
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=env, start_new_session=True)
+            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"SGLang {self.version} exited with {self.proc.returncode} at start-up:\n{self.tail()}")
-            if READY_LINE in self._this_run():
+                raise RuntimeError(f"{self.what()} exited with {self.proc.returncode} at start-up:\n{self.tail()}")
+            if self.ready():
                 return self
             time.sleep(0.5)
         self.stop()
-        raise RuntimeError(f"SGLang {self.version} not ready after {timeout:.0f} s:\n{self.tail()}")
+        raise RuntimeError(f"{self.what()} not ready after {timeout:.0f} s:\n{self.tail()}")
 
     def _this_run(self) -> bytes:
         with open(self.log, "rb") as f:

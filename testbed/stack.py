@@ -36,6 +36,17 @@ RELEASES = {
 }
 #: The newest release, the default of every command.
 NEWEST = "0.5.23"
+#: SGLang Omni releases, each built as the stack ``omni-<release>`` on the SGLang release it pins
+#: (installed as an SGLang release is), with Omni itself ``--no-deps`` and torchaudio ``--no-deps``
+#: (the index's build is for CUDA torch: its compiled libraries are removed, so torchaudio imports
+#: without them and Omni reads and writes audio through soundfile).
+OMNI = {
+    "0.1.9": {"sglang": "0.5.22", "torch": "2.13.0", "torchvision": "0.28.0", "torchaudio": "2.11.0"},
+}
+#: What Omni's CPU pipeline (Qwen3-Omni, text and audio out) imports beyond SGLang's dependencies;
+#: the rest of Omni's ``Requires-Dist`` serves other models, GPUs or its own tests.
+OMNI_EXTRA = ("msgpack", "PyYAML", "accelerate", "qwen-vl-utils==0.0.11", "librosa", "av", "typer",
+              "soundfile")
 #: Installed beside every release: SGLang imports triton at start-up even on a CPU.
 EXTRA = ("triton==3.7.1",)
 #: Dependencies left out: CUDA-only builds (kernels, attention libraries, NVIDIA and CUDA runtime
@@ -53,14 +64,33 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "sglang-exporter" / "testbed"
 
 
+def stacks() -> list[str]:
+    """Every stack the test bed builds: the SGLang releases, then ``omni-<release>``."""
+    return list(RELEASES) + [f"omni-{v}" for v in OMNI]
+
+
+def _spec(version: str) -> dict:
+    """The install pins of a stack: an SGLang release, or ``omni-<release>`` (adds ``omni``,
+    ``torchaudio`` and the SGLang release it pins as ``sglang``). Raises KeyError when unknown."""
+    if version.startswith("omni-"):
+        return dict(OMNI[version.removeprefix("omni-")], omni=version.removeprefix("omni-"))
+    return dict(RELEASES[version], sglang=version)
+
+
 def venv_dir(version: str) -> Path:
-    """The venv of one release (it may not exist yet)."""
+    """The venv of one stack (it may not exist yet)."""
     return cache_dir() / f"sglang-{version}"
 
 
 def model_dir() -> Path:
     """The tiny model's folder (config and tokenizer; random weights at load time)."""
     return cache_dir() / "model"
+
+
+def omni_model_dir() -> Path:
+    """The tiny Qwen3-Omni's folder (config, tokenizer, processor and random weights), made by
+    ``testbed/omni_model.py``."""
+    return cache_dir() / "model-omni"
 
 
 def python(version: str) -> Path:
@@ -71,9 +101,12 @@ def python(version: str) -> Path:
 def _stamp(version: str) -> str:
     """What the venv's installed packages depend on: the release, its pins and this module's rules."""
     h = hashlib.sha256(version.encode())
-    h.update(json.dumps(RELEASES[version], sort_keys=True).encode())
+    pins = _spec(version) if version.startswith("omni-") else RELEASES[version]  # as before Omni: kept venvs stay
+    h.update(json.dumps(pins, sort_keys=True).encode())
     h.update(SKIP.pattern.encode())
     h.update(repr(EXTRA).encode())
+    if version.startswith("omni-"):
+        h.update(repr(OMNI_EXTRA).encode())
     return h.hexdigest()
 
 
@@ -97,10 +130,12 @@ def _venv_ok(version: str) -> bool:
 
 
 def ready(version: str) -> bool:
-    """The release's venv is built by this version of the test bed with the current stand-ins, and
-    the model exists."""
-    return (version in RELEASES and _venv_ok(version) and _standins_current(version)
-            and (model_dir() / "tokenizer.json").is_file())
+    """The stack's venv is built by this version of the test bed with the current stand-ins, and
+    its model exists."""
+    if version not in stacks():
+        return False
+    model = (omni_model_dir() / "model.safetensors") if version.startswith("omni-") else (model_dir() / "tokenizer.json")
+    return _venv_ok(version) and _standins_current(version) and model.is_file()
 
 
 def _run(cmd: list[str]) -> None:
@@ -142,13 +177,15 @@ def _marker_true(marker: str) -> bool:
 
 
 def build(version: str = NEWEST) -> Path:
-    """Build (or keep) the venv of ``version`` and the tiny model; returns the venv's Python.
+    """Build (or keep) the venv of a stack (an SGLang release or ``omni-<release>``) and its tiny
+    model; returns the venv's Python.
 
     Raises:
-        KeyError: ``version`` is not in :data:`RELEASES`.
+        KeyError: ``version`` is not in :func:`stacks`.
         subprocess.CalledProcessError: an install step failed (its output is above).
     """
-    release = RELEASES[version]
+    release = _spec(version)
+    sglang = release["sglang"]
     venv = venv_dir(version)
     if not _venv_ok(version):
         if venv.is_symlink():
@@ -161,20 +198,29 @@ def build(version: str = NEWEST) -> Path:
         _run(pip + [f"torch=={release['torch']}"])
         with tempfile.TemporaryDirectory() as tmp:
             _run([str(venv / "bin" / "python"), "-m", "pip", "download", "-q", "--no-deps", "-d", tmp,
-                  f"sglang=={version}"])
+                  f"sglang=={sglang}"])
             wheel = next(Path(tmp).glob("sglang-*.whl"))
             constraints = Path(tmp) / "constraints.txt"
             constraints.write_text(f"torch=={release['torch']}+cpu\n")
+            extra = list(EXTRA) + (list(OMNI_EXTRA) if "omni" in release else [])
             reqs = Path(tmp) / "requirements.txt"
-            reqs.write_text("\n".join(_requirements(wheel, version) + list(EXTRA)) + "\n")
+            reqs.write_text("\n".join(_requirements(wheel, sglang) + extra) + "\n")
             _run(pip + ["-c", str(constraints), "-r", str(reqs)])
             _run(pip + ["--no-deps", str(wheel), f"torchvision=={release['torchvision']}"])
+            if "omni" in release:
+                _run(pip + ["--no-deps", f"sglang-omni=={release['omni']}",
+                            f"torchaudio=={release['torchaudio']}"])
+                for lib in (_site(version) / "torchaudio" / "lib").glob("*.so"):
+                    lib.unlink()  # built for CUDA torch; torchaudio imports without them
         (venv / ".testbed-stamp").write_text(_stamp(version))
     site = _site(version)
     for path in _standin_files():  # cheap, so always: a changed stand-in needs no new venv
         target = site / path.relative_to(STANDINS)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
-    if not (model_dir() / "tokenizer.json").is_file():
+    if "omni" in release:
+        if not (omni_model_dir() / "model.safetensors").is_file():
+            _run([str(venv / "bin" / "python"), str(HERE / "omni_model.py"), str(omni_model_dir())])
+    elif not (model_dir() / "tokenizer.json").is_file():
         _run([str(venv / "bin" / "python"), str(HERE / "model.py"), str(model_dir())])
     return venv / "bin" / "python"

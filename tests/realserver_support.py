@@ -82,6 +82,21 @@ def records_root(tmp_path_factory) -> Path:
     return Path(env) if env else tmp_path_factory.mktemp("testbed")
 
 
+def read_to_end(sidecar: Exporter, log: Path) -> str:
+    """Scrape ``sidecar`` until it has read all of ``log`` (at most :data:`DEADLINE` seconds); its
+    last ``/metrics`` text. Fails when it has not."""
+    size = log.stat().st_size
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        text = sidecar.get("/metrics")[1]
+        read = sum(series(text, "sglang_exporter_log_bytes_read_total"))
+        if read >= size or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert read >= size, f"the sidecar read {read} of {size} bytes of the log"
+    return text
+
+
 def live_run(version: str, name: str, root: Path) -> LiveRun:
     """Run scenario ``name`` on SGLang ``version`` under ``root`` with the sidecar following it."""
     scenario = scenarios.SCENARIOS[name]
@@ -101,15 +116,8 @@ def live_run(version: str, name: str, root: Path) -> LiveRun:
             live.after.append(again())
 
         live.run = scenario.run(out, version, on_scrape=on_scrape)
-        size = (out / "server.log").stat().st_size
+        text = read_to_end(sidecar, out / "server.log")
         deadline = time.monotonic() + DEADLINE
-        while True:
-            text = sidecar.get("/metrics")[1]
-            read = sum(series(text, "sglang_exporter_log_bytes_read_total"))
-            if read >= size or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert read >= size, f"the sidecar read {read} of {size} bytes of the log"
         # the stream may lag the log: the server has stopped, so wait until its count stands still
         count, still = None, 0
         while scenario.fpm_ranks and still < 3 and time.monotonic() < deadline:

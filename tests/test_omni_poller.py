@@ -211,3 +211,38 @@ def test_an_answer_that_expands_when_parsed_is_refused_before_parsing(omni):
     finally:
         exp.terminate()
     print(f"4 MiB of {{}} objects: peak RSS {peak / (1 << 20):.1f} MiB")
+
+
+@pytest.mark.parametrize("log,warned", [
+    ("066-real-omni-0.1.9-sglang-serve-no-stats-lines.log", ["thinker", "talker_ar"]),
+    ("064-real-omni-0.1.9-shim-two-stages.log", []),
+    ("065-real-omni-0.1.9-no-shim-unattributed.log", []),
+])
+def test_a_stage_running_requests_that_the_log_never_names_is_warned_once(omni, log, warned, caplog):
+    """Corpus 066 (real Omni 0.1.9 under ``sglang serve --model-type omni``): the stages printed no INFO
+    line, so while /model_info shows them running the log gives them nothing: after the grace each is
+    warned about once, naming the cause. 064 logs both stages; 065's lines are unattributed, which the
+    attribution step explains: no warning there."""
+    from conftest import CORPUS
+    from exporter.scheduler.store import SchedulerStore
+    from exporter.sources.log.source import LogSource
+    from exporter.sources.omni.silence import GRACE, SilentStages
+
+    store = SchedulerStore()
+    source = LogSource([str(CORPUS / log)], store, from_beginning=True)
+    source.read_all()
+    now = [0.0]
+    poller = OmniPoller(omni.url, poll_interval=2, timeout=2,
+                        on_stages=SilentStages(store, source.stats, clock=lambda: now[0]))
+    with caplog.at_level(logging.WARNING, logger="exporter.sources.omni.silence"):
+        poller.run_cycle()           # thinker 12 running, talker_ar 3 (QWEN3_OMNI)
+        now[0] = GRACE - 1
+        poller.run_cycle()
+        assert not [r for r in caplog.records if r.name.endswith("silence")]   # within the grace: the log may lag
+        now[0] = GRACE
+        poller.run_cycle()
+        now[0] = 2 * GRACE
+        poller.run_cycle()
+    said = [r.getMessage() for r in caplog.records if r.name.endswith("silence")]
+    assert [m.split("stage ", 1)[1].split(" ", 1)[0] for m in said] == warned
+    assert all("sgl-omni serve --log-level info" in m for m in said)

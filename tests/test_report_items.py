@@ -209,6 +209,19 @@ def test_continuing_chunks_of_one_request_are_one_admission_without_the_size():
     assert q["settings"]["chunked_prefill_size_source"].startswith("inferred")
 
 
+def test_a_decode_line_between_two_full_prefills_ends_the_chunk():
+    # Real SGLang Omni 0.1.9 talker_ar (corpus 064): the warm-up's 41-token prefill, then decode, and
+    # much later a batch of two prompts of 41 tokens together. SGLang runs a chunked request's next
+    # chunk in the very next batch, so a Decode line between the two says neither is a chunk: 5
+    # admissions, not 4, and no chunk size is inferred.
+    lines = [prefill("10:00:00", 1, 41), decode("10:00:01", 1, 42, "0.01"), decode("10:00:02", 1, 43, "0.01"),
+             prefill("10:00:05", 1, 18), prefill("10:00:05", 1, 19, running=1), decode("10:00:06", 2, 40, "0.01"),
+             prefill("10:00:07", 2, 41, running=2)]
+    q = from_lines(lines)
+    assert q["queue_latency"]["admitted_requests"] == 5
+    assert q["settings"]["chunked_prefill_size"] is None
+
+
 def test_two_prompts_of_one_length_are_not_chunks():
     # Corpus 008: two Prefill lines of 351 tokens each; the queue fell by one at each: two admissions.
     doc = from_files(STORM)

@@ -24,6 +24,12 @@ from exporter.settings import load_settings, parse_listen_address
     (["--log.path", "x", "--log.watch-mode", "fanotify"], ["--log.watch-mode"]),
     (["--log.path", "x", "--log.max-line-bytes", "10"], ["--log.max-line-bytes"]),
     (["--log.path", "x", "--sglang.idle-after", "0"], ["--sglang.idle-after"]),
+    (["--log.path", "x", "--sglang.stage-decode-log-intervals", "thinker"], ["--sglang.stage-decode-log-intervals",
+                                                                            "STAGE=STEPS"]),
+    (["--log.path", "x", "--sglang.stage-decode-log-intervals", "thinker=0"], ["--sglang.stage-decode-log-intervals",
+                                                                              "thinker: steps"]),
+    (["--log.path", "x", "--sglang.stage-decode-log-intervals", "thinker=1,thinker=2"], ["given twice"]),
+    (["--log.path", "x", "--sglang.stage-decode-log-intervals", "bad stage=1"], ["STAGE=STEPS"]),
     ([], ["log.path", "--log.path"]),
 ])
 def test_bad_values_exit_2_naming_the_setting(args, names, capsys):
@@ -134,3 +140,47 @@ def test_chunked_prefill_size_setting_discounts_continuing_chunks(capsys):
     assert value(capsys.readouterr().out, "sglang_scheduler_admitted_requests_total", stage="", dp_rank="0") == 14
     assert main(["--log.path", log, "--one-shot", "--sglang.chunked-prefill-size", "2048"]) == 0
     assert value(capsys.readouterr().out, "sglang_scheduler_admitted_requests_total", stage="", dp_rank="0") == 8
+
+
+def test_stage_decode_log_intervals_apply_per_stage(capsys, caplog):
+    """Corpus 064 (a real SGLang Omni 0.1.9 pipeline, both stages at decode_log_interval 1): a stage
+    named in --sglang.stage-decode-log-intervals gets its own interval, labelled setting; the other
+    keeps the assumed default, labelled default and warned about once, naming the setting."""
+    from conftest import CORPUS, value
+
+    log = str(CORPUS / "064-real-omni-0.1.9-shim-two-stages.log")
+    assert main(["--log.path", log, "--one-shot", "--sglang.stage-decode-log-intervals", "thinker=1"]) == 0
+    out = capsys.readouterr().out
+    assert value(out, "sglang_scheduler_batches_total", stage="thinker", dp_rank="0", phase="decode") == 51
+    assert value(out, "sglang_scheduler_decode_log_interval", stage="thinker", dp_rank="0", source="setting") == 1
+    assert value(out, "sglang_scheduler_batches_total", stage="talker_ar", dp_rank="0", phase="decode") == 31 * 40
+    assert value(out, "sglang_scheduler_decode_log_interval", stage="talker_ar", dp_rank="0", source="default") == 40
+    warned = [r.getMessage() for r in caplog.records if "decode_log_interval" in r.getMessage()]
+    assert len(warned) == 1 and "(stage talker_ar)" in warned[0]
+    assert "--sglang.stage-decode-log-intervals talker_ar=STEPS" in warned[0]
+
+
+def test_another_sglang_setting_leaves_the_decode_interval_assumed(capsys, monkeypatch, tmp_path):
+    """Settings are merged with their defaults, so a group's fields all look set once one is given;
+    before, --sglang.idle-after alone labelled the assumed 40 source="setting" (a silent default).
+    The interval is the user's only when a flag, a variable or the file gives it."""
+    from conftest import CORPUS, value
+
+    log = str(CORPUS / "064-real-omni-0.1.9-shim-two-stages.log")
+
+    def source(*args) -> tuple[str, float]:
+        assert main(["--log.path", log, "--one-shot", *args]) == 0
+        out = capsys.readouterr().out
+        for src in ("default", "setting"):
+            v = value(out, "sglang_scheduler_decode_log_interval", stage="thinker", dp_rank="0", source=src)
+            if v is not None:
+                return src, v
+        raise AssertionError("no interval series")
+
+    assert source("--sglang.idle-after", "100") == ("default", 40)
+    assert source("--sglang.decode-log-interval", "1") == ("setting", 1)
+    cfg = tmp_path / "exporter.toml"
+    cfg.write_text("[sglang]\ndecode_log_interval = 3\n")
+    assert source("--config.file", str(cfg)) == ("setting", 3)
+    monkeypatch.setenv("SGLANG_EXPORTER_SGLANG__DECODE_LOG_INTERVAL", "2")
+    assert source("--sglang.idle-after", "100") == ("setting", 2)

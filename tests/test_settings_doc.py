@@ -35,4 +35,4 @@ def test_the_table_names_every_flag_variable_and_placeholder():
     for s, row in zip(SETTINGS, rows, strict=True):
         assert row.startswith(f"| `{s.synopsis}` | `{s.env}` | `{s.default}` | ")
         # A placeholder reads as a value: upper-case words, the choices, or [=BOOL]; never a type name.
-        assert re.fullmatch(r"\[=BOOL\]|\{[a-z,]+\}|[A-Z_:]+(,\.\.\.)?", s.metavar), s.metavar
+        assert re.fullmatch(r"\[=BOOL\]|\{[a-z,]+\}|[A-Z_:=]+(,\.\.\.)?", s.metavar), s.metavar

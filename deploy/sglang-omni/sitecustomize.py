@@ -21,7 +21,12 @@ as Omni sets them (a call without a format, or with another style, is left alone
 
 Checked against Omni's set-up: stage processes are started with the ``spawn`` method and configure
 logging when they import Omni's profiler modules (``logging.basicConfig(level=INFO, format=...)`` at
-import); the process name is read per record, after ``multiprocessing`` named the child.
+import); the process name is read per record, after ``multiprocessing`` named the child. SGLang Omni
+0.1.9 (measured, ``tests/test_real_omni.py``) configures each stage process with
+``logging.basicConfig(level=<--log-level>, format=..., stream=sys.stdout)`` and its main process with
+the same format on stderr: both get the token, the level and the streams stay Omni's, so run Omni
+with ``2>&1`` into the file the sidecar reads. Under ``sglang serve --model-type omni`` a format
+without ``%(name)s`` (SGLang's bare ``[%(asctime)s] %(message)s``) is left as it is.
 """
 
 import importlib.util

@@ -188,10 +188,12 @@ ROWS = (
        "Chunked-prefill chunk in tokens: chunked_prefill_size of the start-up capacity line."),
     _m("sglang_scheduler_decode_log_interval", GAUGE, (*S, "source"), "steps", "decode_log_interval_by_source",
        "decode_log_interval of the server_args line (2024-10-30+; ServerArgs(...) up to SGLang 0.5.18, a dict "
-       "since 0.5.19): source=server_args; else --sglang.decode-log-interval: source=setting; else SGLang's "
-       "default 40, assumed: source=default (SGLang Omni never prints server_args)",
+       "since 0.5.19): source=server_args; else the stage's --sglang.stage-decode-log-intervals entry (SGLang "
+       "Omni, which never prints server_args) or --sglang.decode-log-interval: source=setting; else SGLang's "
+       "default 40, assumed: source=default",
        "Decode steps per Decode batch line in effect, by source: server_args (the log), setting "
-       "(--sglang.decode-log-interval) or default (assumed: decode steps are then a guess)."),
+       "(--sglang.stage-decode-log-intervals for the stage, else --sglang.decode-log-interval) or default "
+       "(assumed: decode steps are then a guess)."),
     _m("sglang_scheduler_last_stats_line_timestamp_seconds", GAUGE, S, "seconds", "last_stats_wall",
        "the exporter's clock when it read the latest Prefill/Decode batch line",
        "Wall-clock time the exporter read the scheduler's latest Prefill/Decode batch line."),

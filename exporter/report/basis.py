@@ -55,8 +55,11 @@ def pool_size_estimate(pairs: list[tuple[float, float]]) -> dict | None:
 
 def _may_continue(prev: PrefillRow, r: PrefillRow) -> bool:
     """False when line ``r`` shows that no chunk of ``prev`` continued in it: the queue fell by all of
-    ``r``'s sequences (each came from the queue), or the running batch grew by all of ``prev``'s
-    sequences (each finished its prefill)."""
+    ``r``'s sequences (each came from the queue), the running batch grew by all of ``prev``'s
+    sequences (each finished its prefill), or a Decode line came between (SGLang runs a chunked
+    request's next chunk in the very next batch; with mixed chunks that batch is a Prefill line)."""
+    if r.decode_lines > prev.decode_lines:
+        return False
     if prev.queue is not None and r.queue is not None and prev.queue - r.queue >= r.new_seq:
         return False
     if prev.running is not None and r.running is not None and r.running >= prev.running + prev.new_seq:
@@ -250,6 +253,8 @@ def basis(rec: Recorder, inputs: list[InputFile]) -> Basis:
         rec=rec, inputs=inputs,
         interval=st.decode_log_interval,
         interval_source=("server_args" if sa is not None and sa.decode_log_interval else
+                         st.configured_decode_log_interval_source
+                         if st.configured_decode_log_interval_source == "--stage-decode-log-intervals" else
                          "default" if st.configured_decode_log_interval == DEFAULT_DECODE_LOG_INTERVAL
                          else "--decode-log-interval"),
         decode_by_sched=decode_by, prefill_by_sched=prefill_by, retractions_by_sched=retr_by,

@@ -69,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--decode-log-interval", type=int, default=DEFAULT_DECODE_LOG_INTERVAL, metavar="STEPS",
                    help=f"decode steps per Decode batch line when the log has no server_args (default "
                         f"{DEFAULT_DECODE_LOG_INTERVAL}; {DECODE_LOG_INTERVAL_MIN} to {DECODE_LOG_INTERVAL_MAX})")
+    p.add_argument("--stage-decode-log-intervals", default=None, metavar="STAGE=STEPS,...",
+                   help="SGLang Omni: each stage's decode steps per Decode batch line (Omni's "
+                        "--<stage>.engine.decode_log_interval), e.g. thinker=1,talker_ar=1; other stages take "
+                        "--decode-log-interval")
     p.add_argument("--chunked-prefill-size", type=int, default=None, metavar="TOKENS",
                    help="SGLang's --chunked-prefill-size when the log has neither the start-up capacity line nor "
                         "server_args, so the continuing chunks of a request count as one admission (default: "
@@ -112,6 +116,13 @@ def _check(args) -> str | None:
                 f"{WINDOW_RANGE[0]:g} to {WINDOW_RANGE[1]:g}")
     if not DECODE_LOG_INTERVAL_MIN <= args.decode_log_interval <= DECODE_LOG_INTERVAL_MAX:
         return f"argument --decode-log-interval: must be from {DECODE_LOG_INTERVAL_MIN} to {DECODE_LOG_INTERVAL_MAX}"
+    if args.stage_decode_log_intervals is not None:
+        from ..settings import parse_stage_intervals
+
+        try:
+            args.stage_decode_log_intervals = parse_stage_intervals(args.stage_decode_log_intervals)
+        except ValueError as exc:
+            return f"argument --stage-decode-log-intervals: {exc}"
     size = args.chunked_prefill_size
     if size is not None and not CHUNKED_PREFILL_SIZE_MIN <= size <= CHUNKED_PREFILL_SIZE_MAX:
         return (f"argument --chunked-prefill-size: must be from {CHUNKED_PREFILL_SIZE_MIN} to "
@@ -147,7 +158,7 @@ def _check(args) -> str | None:
 
 
 def _load(paths: list[str], args) -> tuple[dict, list[InputFile]]:
-    rec = Recorder(args.decode_log_interval, args.chunked_prefill_size)
+    rec = Recorder(args.decode_log_interval, args.chunked_prefill_size, args.stage_decode_log_intervals)
     inputs = read_logs(paths, rec, args.progress)
     return analyse(rec, inputs, args.window, args.model_config_data, args.kv_bytes, args.expect_map), inputs
 
@@ -172,6 +183,17 @@ def _warn_empty(runs: list[tuple[str, list[InputFile], dict]]) -> bool:
                       + (f", {sum(doc['lines']['malformed'].values())} damaged scheduler lines in the run"
                          if sum(doc["lines"]["malformed"].values()) else "") + ")", file=sys.stderr)
         empty_run = empty_run or not any(i.scheduler_lines for i in inputs)
+        stages = doc.get("stages") or {}
+        if stages:  # SGLang Omni: each stage's section has its own interval
+            for stage, sec in stages.items():
+                settings = sec.get("settings") or {}
+                if (settings.get("decode_log_interval_source") == "default"
+                        and (sec.get("retractions") or {}).get("decode_steps")):
+                    print(f"{PROG}: warning: stage {stage}: decode steps assume SGLang's default decode_log_interval "
+                          f"of {settings.get('decode_log_interval')}: SGLang Omni prints no server_args (pass "
+                          f"--stage-decode-log-intervals {stage}=STEPS with the stage's "
+                          f"--{stage}.engine.decode_log_interval)", file=sys.stderr)
+            continue
         settings = doc.get("settings") or {}
         if settings.get("decode_log_interval_source") == "default" and doc["lines"]["parsed"].get("decode"):
             print(f"{PROG}: warning: decode steps assume SGLang's default decode_log_interval of "

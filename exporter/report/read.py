@@ -66,7 +66,8 @@ class DecodeRow(NamedTuple):
 
 
 class PrefillRow(NamedTuple):
-    """One ``Prefill batch`` line as the report uses it."""
+    """One ``Prefill batch`` line as the report uses it (``decode_lines``: the replica's Decode lines
+    read before it)."""
 
     t: float | None
     new_seq: int
@@ -75,6 +76,7 @@ class PrefillRow(NamedTuple):
     queue: int | None
     kv_ratio: float | None
     running: int | None
+    decode_lines: int = 0
 
 
 class RetractionRow(NamedTuple):
@@ -111,12 +113,15 @@ class Recorder:
             ``server_args`` line (the log's value wins, as in the exporter).
         chunked_prefill_size: SGLang's ``--chunked-prefill-size`` when the log has neither the
             start-up capacity line nor ``server_args`` (as the main command's setting).
+        stage_decode_log_intervals: SGLang Omni stage -> its decode steps per Decode line
+            (``--stage-decode-log-intervals``), before ``decode_log_interval`` for that stage.
     """
 
     def __init__(self, decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL,
-                 chunked_prefill_size: int | None = None):
+                 chunked_prefill_size: int | None = None, stage_decode_log_intervals: dict[str, int] | None = None):
         self.states = SchedulerStates(decode_log_interval, clock=lambda: 0.0,
-                                      chunked_prefill_size=chunked_prefill_size)
+                                      chunked_prefill_size=chunked_prefill_size,
+                                      stage_decode_log_intervals=stage_decode_log_intervals)
         self.lines: Counter[tuple[str, str]] = Counter()
         self.scheduler_lines = 0  # lines the parser read as a scheduler line (all kinds)
         # the report says it in its header: why the lines have no stage, in the sidecar's words
@@ -288,7 +293,7 @@ class Recorder:
                 self.usage_rejected += 1
             samples = self._replica(origin)
             samples.prefill.append(PrefillRow(t, ev.new_seq, ev.new_token, ev.cached_token, ev.queue_req, kv,
-                                              ev.running_req))
+                                              ev.running_req, len(samples.decode)))
             if ev.running_req == 0:
                 samples.idle = True
         elif kind is Retraction:
@@ -373,6 +378,9 @@ class Recorder:
         states = copy.copy(self.states)
         states.schedulers = {k: s for k, s in self.states.schedulers.items() if k[0] == stage}
         states.capacities = {k: c for k, c in self.states.capacities.items() if k == stage}
+        if stage in self.states.stage_decode_log_intervals:  # the section's interval is the stage's own
+            states.configured_decode_log_interval = self.states.stage_decode_log_intervals[stage]
+            states.configured_decode_log_interval_source = "--stage-decode-log-intervals"
         view.states = states
         if stage:
             alloc = self.kv_alloc_by_stage.get(stage)

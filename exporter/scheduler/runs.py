@@ -239,8 +239,8 @@ def applicable(states: SchedulerStates, run: Run) -> bool:
     if (len(states.schedulers) + len(new_schedulers) > MAX_SCHEDULERS
             or states.replica_count + new_replicas > MAX_REPLICAS):
         return False
-    interval = states.decode_log_interval
     for rr in run.replicas:
+        interval = states.interval_for(rr.origin.stage)[0]
         if rr.peak_queue * QUEUE_SAMPLE_MAX_GAP_SECONDS >= _NEAR_MAX or rr.peak_tokens * interval >= _NEAR_MAX:
             return False
         s = states.schedulers.get(SchedulerStates.key(rr.origin))
@@ -295,7 +295,7 @@ def _counters(states: SchedulerStates, sched: SchedulerState, r: ReplicaCounters
             h.counts = list(map(add, h.counts, counts))
             h.total = reduce(add, getattr(rr, column), h.total)
     if rr.decode_lines:
-        interval = states.decode_log_interval
+        interval = states.interval_for(rr.origin.stage)[0]
         r.decode_lines += rr.decode_lines
         r.decode_steps += interval * rr.decode_lines
         # running * interval * (accept len or 1.0), added line by line as SchedulerStates._decode does

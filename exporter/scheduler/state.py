@@ -216,11 +216,16 @@ class SchedulerStates:
         decode_log_interval_source: Where ``decode_log_interval`` came from: ``setting`` (the user
             gave it) or ``default`` (SGLang's default, assumed): what
             :attr:`decode_log_interval_source` says when the log gives none.
+        stage_decode_log_intervals: SGLang Omni stage -> its decode steps per Decode line
+            (``--sglang.stage-decode-log-intervals``; Omni's ``--<stage>.engine.decode_log_interval``),
+            in effect for that stage before ``decode_log_interval`` (:meth:`interval_for`).
     """
 
     def __init__(self, decode_log_interval: int = DEFAULT_DECODE_LOG_INTERVAL, clock=time.time,
-                 chunked_prefill_size: int | None = None, decode_log_interval_source: str = "setting"):
+                 chunked_prefill_size: int | None = None, decode_log_interval_source: str = "setting",
+                 stage_decode_log_intervals: dict[str, int] | None = None):
         self.configured_decode_log_interval_source = decode_log_interval_source
+        self.stage_decode_log_intervals = dict(stage_decode_log_intervals or {})
         self.configured_chunked_prefill_size = chunked_prefill_size
         self.schedulers: dict[Key, SchedulerState] = {}
         self.configured_decode_log_interval = decode_log_interval
@@ -252,6 +257,18 @@ class SchedulerStates:
         if sa is not None and sa.decode_log_interval:
             return "server_args"
         return self.configured_decode_log_interval_source
+
+    def interval_for(self, stage: str) -> tuple[int, str]:
+        """``(decode steps per Decode line, source)`` in effect for ``stage``: the ``server_args``
+        value (``server_args``), else the stage's own setting (``setting``), else
+        :attr:`decode_log_interval` with its source (``setting`` or ``default``: assumed)."""
+        sa = self.server_args
+        if sa is not None and sa.decode_log_interval:
+            return sa.decode_log_interval, "server_args"
+        own = self.stage_decode_log_intervals.get(stage)
+        if own is not None:
+            return own, "setting"
+        return self.configured_decode_log_interval, self.configured_decode_log_interval_source
 
     @property
     def capacity(self) -> Capacity | None:
@@ -469,7 +486,7 @@ class SchedulerStates:
         s.last_stats_wall = wall
 
     def _decode(self, ev: DecodeBatch, wall: float) -> str | None:
-        interval = self.decode_log_interval
+        interval = self.interval_for(ev.origin.stage)[0]
         running = ev.running_req
         tokens = running * interval * (ev.accept_len or 1.0)
         if not (tokens < MAX_VALUE and _queue_in_range(ev.queue_req)):

@@ -173,29 +173,30 @@ class SchedulerStore:
         """
         with self.lock:
             st = self.states
-            interval = st.decode_log_interval
-            source = st.decode_log_interval_source
             generation = self.generation
-            raw = [(key, _raw(s), st.capacity_in_effect(s, key[0])) for key, s in st.schedulers.items()]
+            raw = [(key, _raw(s), st.capacity_in_effect(s, key[0]), st.interval_for(key[0]))
+                   for key, s in st.schedulers.items()]
         raw.sort(key=lambda item: (item[0][0], len(item[0][1]), item[0][1]))
-        views = tuple(_view(key, r, capacity, interval, source) for key, r, capacity in raw)
-        if source == "default":
-            self._warn_assumed_interval(views, interval)
+        views = tuple(_view(key, r, capacity, interval, source) for key, r, capacity, (interval, source) in raw)
+        self._warn_assumed_interval(views)
         return SchedulerSnapshot(views, generation)
 
-    def _warn_assumed_interval(self, views: tuple[SchedulerView, ...], interval: int) -> None:
+    def _warn_assumed_interval(self, views: tuple[SchedulerView, ...]) -> None:
         """Warn once per stage whose decode steps rest on the assumed interval (Decode lines seen,
-        no ``server_args`` with ``decode_log_interval``, no setting)."""
+        no ``server_args`` with ``decode_log_interval``, no setting for it)."""
         for v in views:
             stage = v.identity[0]
-            if stage not in self._warned_interval and v.counter.get("decode_lines", 0) > 0:
+            if (v.decode_log_interval_source == "default" and stage not in self._warned_interval
+                    and v.counter.get("decode_lines", 0) > 0):
                 self._warned_interval.add(stage)
+                fix = (f"set --sglang.stage-decode-log-intervals {stage}=STEPS to the stage's "
+                       f"--{stage}.engine.decode_log_interval") if stage else \
+                    "set --sglang.decode-log-interval to the server's --decode-log-interval"
                 log.log(self._assumed_interval_level,
                         "decode_log_interval: the log has no server_args line giving it%s; decode steps "
-                            "assume SGLang's default of %d per Decode batch line "
-                        "(sglang_scheduler_decode_log_interval{source=\"default\"}); set "
-                        "--sglang.decode-log-interval to the server's --decode-log-interval",
-                        f" (stage {stage})" if stage else "", interval)
+                        "assume SGLang's default of %d per Decode batch line "
+                        "(sglang_scheduler_decode_log_interval{source=\"default\"}); %s",
+                        f" (stage {stage})" if stage else "", v.decode_log_interval, fix)
 
     def pipeline_snapshot(self) -> dict | None:
         """SGLang Omni's pipeline facts, copied under the lock

@@ -7,6 +7,8 @@ stage); its API server says what each stage holds now. The package has the shape
       -> client.get_json  (one GET, classified: ok, timeout, unreachable, unauthorized, ...: read)
       -> decode.health / decode.model_info (answers -> typed snapshots: parse)
       -> collector.OmniCollector (sglang_omni_up, sglang_omni_stage_*, sglang_exporter_omni_*)
+      -> silence.SilentStages (the poller's hook: a stage running requests that the log never names
+         is warned about once)
 
 It degrades like the GPU collector: when Omni does not answer, ``sglang_omni_up`` is 0 and the
 per-stage snapshot is withheld; everything else keeps flowing. See docs/sglang-omni.md.

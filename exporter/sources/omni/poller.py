@@ -67,12 +67,16 @@ class OmniPoller:
         environ: Where :data:`ADMIN_KEY_ENV` is read (tests inject one).
         clock: Monotonic clock (seconds).
         fetch: The GET function (:func:`~.client.get_json`; tests may wrap it).
+        on_stages: Called in the poller's thread with each cycle's per-stage counts
+            (:func:`~.decode.model_info`) when ``/model_info`` answered, e.g. :class:`~.silence.SilentStages`.
     """
 
     def __init__(self, url: str, *, poll_interval: float = DEFAULT_OMNI_POLL_INTERVAL,
                  timeout: float = DEFAULT_OMNI_TIMEOUT, admin_key_file: str | None = None,
                  environ: dict[str, str] | None = None, clock: Callable[[], float] = time.monotonic,
-                 fetch: Callable[..., Answer] = get_json):
+                 fetch: Callable[..., Answer] = get_json,
+                 on_stages: Callable[[dict[str, dict[str, int]]], object] | None = None):
+        self.on_stages = on_stages
         self.base = url.rstrip("/")
         self.poll_interval = poll_interval
         self.timeout = timeout
@@ -158,6 +162,11 @@ class OmniPoller:
             self.cycles += 1
         self._report("health", h.result, h.detail)
         self._report("model_info", m_result, m.detail)
+        if stages is not None and self.on_stages is not None:
+            try:
+                self.on_stages(stages)
+            except Exception:  # a hook must not stop the polls
+                log.warning("SGLang Omni poll hook failed", exc_info=True)
 
     def _report(self, endpoint: str, result: str, detail: str) -> None:
         if result == "ok":
@@ -186,7 +195,7 @@ class OmniPoller:
                               polls=dict(self.polls), snapshot_age=age)
 
 
-def make_poller(settings) -> OmniPoller:
-    """Build the poller from :class:`exporter.settings.OmniSettings`."""
+def make_poller(settings, on_stages=None) -> OmniPoller:
+    """Build the poller from :class:`exporter.settings.OmniSettings` (``on_stages``: its hook)."""
     return OmniPoller(settings.url, poll_interval=settings.poll_interval, timeout=settings.timeout,
-                      admin_key_file=settings.admin_key_file)
+                      admin_key_file=settings.admin_key_file, on_stages=on_stages)

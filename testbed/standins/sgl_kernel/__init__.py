@@ -9,7 +9,11 @@ are called (SGLang 0.5.18-0.5.23):
   ``assign_req_to_token_pool``.
 * ``copy_all_layer_kv_cache_cpu`` (``sglang/kernels/ops/kvcache/cache_move.py``): moves KV slots
   of every layer buffer, given raw data pointers and per-buffer strides in bytes.
-* ``murmur_hash32_cpu`` (SGLang Omni's seeded sampling): MurmurHash3 x86_32 of each row.
+* ``murmur_hash32_cpu`` (``sglang/kernels/ops/sampling/murmur_hash.py``, seeded sampling, which
+  SGLang Omni's stages use): a torch op ``torch.ops.sgl_kernel.murmur_hash32_cpu(seed, positions,
+  col_indices)`` giving the ``(rows, cols)`` uint32 MurmurHash3 x86_32 of the four 4-byte words
+  ``seed_low, seed_high, position, col`` of each row and column, as SGLang's Triton kernel
+  ``murmur_hash32_kernel`` computes it (tests/test_real_omni.py checks it against a scalar murmur3).
 
 Nothing here touches the scheduler, its logging, its metrics or the forward-pass publisher. Every
 other name raises ``NotImplementedError`` when called, so that a new code path shows at once.
@@ -51,34 +55,42 @@ def copy_all_layer_kv_cache_cpu(data_ptrs, strides, tgt_loc, src_loc):
             ctypes.memmove(base + t * stride, data, stride)
 
 
-def _fmix32(h):
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
-    h ^= h >> 16
-    return h
+_M32 = 0xFFFFFFFF
 
 
-def _murmur3_32(words, seed):
-    c1, c2 = 0xCC9E2D51, 0x1B873593
-    h = seed & 0xFFFFFFFF
-    for k in words:
-        k = (k * c1) & 0xFFFFFFFF
-        k = ((k << 15) | (k >> 17)) & 0xFFFFFFFF
-        k = (k * c2) & 0xFFFFFFFF
-        h ^= k
-        h = ((h << 13) | (h >> 19)) & 0xFFFFFFFF
-        h = (h * 5 + 0xE6546B64) & 0xFFFFFFFF
-    h ^= (len(words) * 4) & 0xFFFFFFFF
-    return _fmix32(h)
+def _mix(h, k):
+    """One murmur3 block on int64 tensors holding uint32 values."""
+    k = (k * 0xCC9E2D51) & _M32
+    k = ((k << 15) | (k >> 17)) & _M32
+    k = (k * 0x1B873593) & _M32
+    h = h ^ k
+    h = ((h << 13) | (h >> 19)) & _M32
+    return (h * 5 + 0xE6546B64) & _M32
 
 
-def murmur_hash32_cpu(data, seed=0):
-    """MurmurHash3 x86_32 of each row of an int32/int64 tensor (each element as a 4-byte word)."""
-    flat = data.reshape(data.shape[0], -1) if data.dim() > 1 else data.reshape(-1, 1)
-    out = [_murmur3_32([int(x) & 0xFFFFFFFF for x in row], int(seed)) for row in flat.tolist()]
-    return torch.tensor([v - (1 << 32) if v >= 1 << 31 else v for v in out], dtype=torch.int32)
+def _fmix(h):
+    h = h ^ (h >> 16)
+    h = (h * 0x85EBCA6B) & _M32
+    h = h ^ (h >> 13)
+    h = (h * 0xC2B2AE35) & _M32
+    return h ^ (h >> 16)
+
+
+def murmur_hash32(seed, positions, col_indices):
+    """``(n,)`` seeds (uint64/int64), ``(n,)`` positions, ``(m,)`` columns -> ``(n, m)`` uint32:
+    MurmurHash3 x86_32 (seed 0) of ``seed_low, seed_high, position, col`` (16 bytes)."""
+    s = seed.to(torch.int64)
+    lo, hi = s & _M32, (s >> 32) & _M32
+    h = _mix(_mix(torch.zeros_like(s), lo), hi)
+    h = _mix(h, positions.to(torch.int64) & _M32)
+    h = _mix(h[:, None], (col_indices.to(torch.int64) & _M32)[None, :])
+    return _fmix(h ^ 16).to(torch.uint32)
+
+
+murmur_hash32_cpu = murmur_hash32
+_LIB = torch.library.Library("sgl_kernel", "DEF")  # SGLang calls it as a torch op
+_LIB.define("murmur_hash32_cpu(Tensor seed, Tensor positions, Tensor col_indices) -> Tensor")
+_LIB.impl("murmur_hash32_cpu", murmur_hash32, "CPU")
 
 
 def __getattr__(name):
