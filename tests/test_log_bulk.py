@@ -77,16 +77,14 @@ def test_fuzzed_logs_any_chunking(tmp_path_factory, monkeypatch, seed, lines, ch
 
 def test_the_bench_log_on_workers(tmp_path, monkeypatch):
     """bench/genlog.py's log (every prefix style and era of the corpus, re-clocked), 1 MiB reads."""
-    spec = importlib.util.spec_from_file_location("genlog", ROOT / "bench" / "genlog.py")
-    genlog = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(genlog)
     path = tmp_path / "bench.log"
-    genlog.build(str(path), 40_000, str(ROOT / "tests" / "corpus"))
+    _genlog().build(str(path), 40_000, str(ROOT / "tests" / "corpus"))
     text = _same(path, monkeypatch, workers=2)
     assert 'sglang_exporter_log_lines_total{kind="decode",result="parsed"} 2' in text
 
 
 def _genlog():
+    """bench/genlog.py, the bench's log builder, as a module."""
     spec = importlib.util.spec_from_file_location("genlog", ROOT / "bench" / "genlog.py")
     genlog = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(genlog)
@@ -499,10 +497,7 @@ def test_the_report_is_the_same_document_with_and_without_the_template_reader(tm
         rows = _omni_variants()["stock-one-stage"] + plain + _omni_variants()["shim-two-stages"]
         path.write_text("\n".join(rows) + "\n")
     else:
-        spec = importlib.util.spec_from_file_location("genlog", ROOT / "bench" / "genlog.py")
-        genlog = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(genlog)
-        genlog.build(str(path), 20_000, str(ROOT / "tests" / "corpus"))
+        _genlog().build(str(path), 20_000, str(ROOT / "tests" / "corpus"))
     assert _report_json(path, monkeypatch, fast=True) == _report_json(path, monkeypatch, fast=False)
 
 
