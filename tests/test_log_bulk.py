@@ -124,6 +124,10 @@ def test_a_block_with_start_up_lines_is_read_as_runs_between_them():
     rest = res.next
     assert (rest.start, rest.stop, rest.lines, rest.ignored, rest.then, rest.next) == (4, None, 3, 2, [], None)
     assert rest.run.replicas[0].decode_lines == 1
+    # start-up lines in a row are one stretch for the per-line path, without an empty part between them
+    res = scan_block(b"\n".join([decode, capacity, capacity, decode]), 1 << 20)
+    assert (res.stop, res.then, res.next.start, res.next.run.replicas[0].decode_lines) == (
+        1, [capacity.decode()] * 2, 3, 1)
 
 
 def test_a_refused_part_after_a_start_up_line_is_read_line_by_line(tmp_path, monkeypatch):
@@ -176,6 +180,30 @@ def test_start_up_lines_change_what_follows_in_order(tmp_path, monkeypatch):
     assert 'sglang_scheduler_batches_total{dp_rank="0",phase="decode",stage=""} 60.0' in text  # 40, then 10 and 10
     # 2 + 2; 2 + (2 - 1: the 8192-token line ended in a chunk); 2 + (2 - 1: so did the 100-token one)
     assert 'sglang_scheduler_admitted_requests_total{dp_rank="0",stage=""} 10.0' in text
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 512])
+def test_start_up_lines_in_a_row_and_at_the_ends_of_blocks(tmp_path, monkeypatch, chunk):
+    """Start-up lines first, last, in a row, between access-log lines, and (in 512-byte reads) at
+    every place in a block."""
+    decode = ("[2026-09-13 16:00:{s:02d}] Decode batch, #running-req: {r}, #token: 30, token usage: 0.10, "
+              "cpu graph: False, gen throughput (token/s): 10.00, #queue-req: {q}")
+    access = '[2026-09-13 16:00:02] INFO:     127.0.0.1:54716 - "POST /generate HTTP/1.1" 200 OK'
+    startup = ["[2026-09-13 16:00:00] server_args=ServerArgs(decode_log_interval=10, chunked_prefill_size=8192)",
+               "[2026-09-13 16:00:00] max_total_num_tokens=1000, chunked_prefill_size=100, max_prefill_tokens=10, "
+               "max_running_requests=16, context_len=4096",
+               "[2026-09-13 16:00:00] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, K size: 0.00 GB, "
+               "V size: 0.00 GB"]
+    rows = startup + [decode.format(s=i % 60, r=i % 7, q=i % 3) for i in range(40)]
+    for i in range(12):
+        rows += startup[:1 + i % 3] + [access] * (i % 2) + startup[i % 3:] + [access]
+        rows += [decode.format(s=i, r=i % 5 + 1, q=i % 4) for _ in range(i % 4)]
+    rows += startup
+    path = tmp_path / "startup-rows.log"
+    path.write_text("\n".join(rows) + "\n")
+    monkeypatch.setattr(file_module, "READ_CHUNK", chunk)
+    text = _same(path, monkeypatch)
+    assert 'sglang_exporter_log_lines_total{kind="capacity",result="parsed"} 18.0' in text
 
 
 def _template_lines() -> list[bytes]:

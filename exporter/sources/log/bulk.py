@@ -270,14 +270,18 @@ class _Scanner:
         """The raw lines ``pending`` (indices, in order, all before raw line ``end``; the others since
         the last template line were counted in ``ignored``) through the per-line parser; at a start-up
         line the part ends and the next begins. Returns the part, builder and counts to go on with."""
-        while pending:
-            cut = self._lines(pending, splitter, res, b)
-            if cut is None:
-                break
+        k = 0
+        prev = None
+        while (cut := self._lines(pending, k, splitter, res, b)) is not None:
             k, then = cut  # pending[k] is a start-up line: the part ends before it
             stop = pending[k]
-            pending = pending[k + 1:]
-            after = end - stop - 1 - len(pending)  # the lines counted in `ignored` that follow it
+            k += 1
+            if prev is not None and stop == res.start:  # right after another: one stretch of the per-line path
+                prev.then += then
+                res.start = stop + 1
+                continue
+            prev = res
+            after = end - stop - 1 - (len(pending) - k)  # the lines counted in `ignored` that follow it
             self._end_part(res, b, splitter, templates, ignored - after)
             res.stop, res.then = stop, then
             res.next = res = BlockResult(start=stop + 1)
@@ -339,15 +343,16 @@ class _Scanner:
         self.seconds[stamp] = value
         return value
 
-    def _lines(self, pending: list[int], splitter: LineSplitter, res: BlockResult,
+    def _lines(self, pending: list[int], k: int, splitter: LineSplitter, res: BlockResult,
                b: _Builder) -> tuple[int, list[str]] | None:
-        """Raw lines that are no template (indices into the block), through the per-line parser in
-        order; the first one's index orders their values against the template lines'. Returns
-        ``(k, its lines)`` where ``pending[k]`` holds a start-up line (or another event that is no
-        run's): the lines before it are in the run, none after it is read."""
-        parts, n = b.parts, pending[0]
-        for k, i in enumerate(pending):  # one raw line at a time (a \r splits one): the part ends at one
-            texts = splitter.decode((parts[i],))
+        """Raw lines that are no template (``pending[k:]``, indices into the block), through the
+        per-line parser in order; the first one's index orders their values against the template
+        lines'. Returns ``(j, its lines)`` where ``pending[j]`` holds a start-up line (or another
+        event that is no run's): the lines before it are in the run, none after it is read."""
+        parts = b.parts
+        n = pending[k] if k < len(pending) else 0
+        for j in range(k, len(pending)):  # one raw line at a time (a \r splits one): a part ends at one
+            texts = splitter.decode((parts[pending[j]],))
             events = [parse_line(text) for text in texts]
             cut = False
             for ev in events:
@@ -359,7 +364,7 @@ class _Scanner:
                     raise _Startup
                 cut = cut or type(ev) not in _RUN_EVENTS
             if cut:
-                return k, texts
+                return j, texts
             self._events(texts, events, res, b, n)
         return None
 
