@@ -93,8 +93,9 @@ class BlockResult:
         start / stop: The part's raw lines, ``block.split(b"\\n")[start:stop]`` (``stop`` is
             ``None`` for the block's last part), which the per-line path reads where the state would
             refuse the run.
-        then: The lines of the raw line at ``stop`` (a start-up line, or another event that is no
-            run's), for the per-line path after the run; empty for the last part.
+        then: The lines of the raw lines from ``stop`` to the next part's ``start`` (start-up lines
+            in a row, or other events that are no run's), for the per-line path after the run; empty
+            for the last part.
         next: The part after that line (``None`` for the last part).
     """
 
