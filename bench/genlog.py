@@ -129,11 +129,13 @@ def real_parts(path: str = DEFAULT_REAL) -> tuple[list[str], list[str]]:
     return lines[:stats[0]], lines[stats[0]:last + 1]
 
 
-def build_real(out: str, n_lines: int, kind: str = "real-output", path: str = DEFAULT_REAL) -> dict:
+def build_real(out: str, n_lines: int, kind: str = "real-output", path: str = DEFAULT_REAL,
+               every: int = RESTART_EVERY) -> dict:
     """Write ``n_lines`` lines of a ``real-output`` or ``restarts`` log (module docstring) to
-    ``out``; returns the line count, byte size and start-up blocks written."""
+    ``out``, the latter with a start-up block every ``every`` lines; returns the line count, byte
+    size and start-up blocks written."""
     startup, steady = real_parts(path)
-    every = RESTART_EVERY if kind == "restarts" else None
+    every = every if kind == "restarts" else None
     if kind not in ("real-output", "restarts"):
         raise ValueError(f"unknown real log kind {kind!r}")
     t0 = _dt.datetime(2026, 9, 13, 16, 0, 0)

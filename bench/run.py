@@ -177,13 +177,14 @@ def _prom_sum(text: str, metric: str, label_filter: str = "") -> dict[str, float
     return out
 
 
-def _agreement(work: Path) -> dict:
-    """Lines of each kind that ours, mtail's program and the naive loop recognised (a sanity check of
-    the comparison: the peers read the same lines, ours more formats)."""
-    ours = (work / "ours.out").read_text(errors="replace")
+def _agreement(work: Path, suffix: str = "") -> dict:
+    """Lines of each kind that ours, mtail's program and the naive loop recognised in the one-shot
+    outputs ``ours{suffix}.out`` etc. (a sanity check of the comparison: the peers read the same
+    lines, ours more formats)."""
+    ours = (work / f"ours{suffix}.out").read_text(errors="replace")
     res = {}
-    theirs = (work / "mtail.out").read_text(errors="replace") if (work / "mtail.out").exists() else ""
-    naive = (work / "naive.out").read_text(errors="replace") if (work / "naive.out").exists() else ""
+    theirs = (work / f"mtail{suffix}.out").read_text(errors="replace") if (work / f"mtail{suffix}.out").exists() else ""
+    naive = (work / f"naive{suffix}.out").read_text(errors="replace") if (work / f"naive{suffix}.out").exists() else ""
     for kind in ("prefill", "decode", "retraction"):
         o = _prom_sum(ours, "sglang_exporter_log_lines_total", f'kind="{kind}",result="parsed"')
         t = _prom_sum(theirs, "sglang_exporter_log_lines_total", f'kind="{kind}"')
@@ -426,6 +427,8 @@ def _table(res: dict) -> str:
              f"{fmt(real.get('ours', {}).get('lines_per_s'))} / {fmt(real.get('mtail', {}).get('lines_per_s'))}", ""),
             (f"ratio ours / mtail (lines/s), {kind} log", fmt(real.get("ours_vs_mtail_lines_per_s"), "{:.2f}x"),
              f">= {t[kind + '_vs_mtail']:.0f}x"),
+            (f"ratio ours / mtail (lines per CPU-s), {kind} log",
+             fmt(real.get("ours_vs_mtail_lines_per_cpu_s"), "{:.2f}x"), ""),
         ]
     for name, live in res.get("live", {}).items():
         rate = live.get("rate_lines_per_s", 0)
@@ -538,6 +541,9 @@ def main() -> int:
                     "--one_shot_format", "prometheus", "--address", "127.0.0.1", "--port", str(_free_port()),
                     "--logtostderr=false", "--stderrthreshold", "ERROR"], n, work, 1200)
                 real["ours_vs_mtail_lines_per_s"] = _ratio(real["ours"]["lines_per_s"], real["mtail"]["lines_per_s"])
+                real["ours_vs_mtail_lines_per_cpu_s"] = _ratio(real["ours"]["lines_per_cpu_s"],
+                                                               real["mtail"]["lines_per_cpu_s"])
+            real["agreement"] = _agreement(work, f"-{kind}")
             res["one_shot_real"][kind] = real
         r = res["ratios"] = {}
         if "mtail" in one:
@@ -577,6 +583,8 @@ def main() -> int:
         print()
         print(res["table"])
         print(f"\nline kinds recognised (ours parsed / mtail matched): {res['agreement']}")
+        for kind, real in res["one_shot_real"].items():
+            print(f"the same, {kind} log: {real['agreement']}")
         print(f"written to {args.json}; {res['total_seconds']:.0f} s in all")
         return 0
     finally:

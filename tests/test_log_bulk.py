@@ -77,13 +77,75 @@ def test_fuzzed_logs_any_chunking(tmp_path_factory, monkeypatch, seed, lines, ch
 
 def test_the_bench_log_on_workers(tmp_path, monkeypatch):
     """bench/genlog.py's log (every prefix style and era of the corpus, re-clocked), 1 MiB reads."""
+    path = tmp_path / "bench.log"
+    _genlog().build(str(path), 40_000, str(ROOT / "tests" / "corpus"))
+    text = _same(path, monkeypatch, workers=2)
+    assert 'sglang_exporter_log_lines_total{kind="decode",result="parsed"} 2' in text
+
+
+def _genlog():
+    """bench/genlog.py, the bench's log builder, as a module."""
     spec = importlib.util.spec_from_file_location("genlog", ROOT / "bench" / "genlog.py")
     genlog = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(genlog)
-    path = tmp_path / "bench.log"
-    genlog.build(str(path), 40_000, str(ROOT / "tests" / "corpus"))
+    return genlog
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 16384])
+@pytest.mark.parametrize("kind", ["real-output", "restarts"])
+def test_the_real_server_logs_of_the_bench(tmp_path, monkeypatch, kind, chunk):
+    """bench/genlog.py's logs from the test bed's recorded SGLang 0.5.23 output (corpus log 060): its
+    start-up lines once, its steady state repeated, and with a start-up block (server_args, capacity,
+    KV Cache is allocated) every 2,000 lines; read in 1 MiB and in 16 KiB reads (blocks end inside a
+    start-up block), on two worker processes."""
+    path = tmp_path / f"{kind}.log"
+    info = _genlog().build_real(str(path), 20_000, kind, every=2_000)
+    assert info["startup_blocks"] == (10 if kind == "restarts" else 1)
+    monkeypatch.setattr(file_module, "READ_CHUNK", chunk)
     text = _same(path, monkeypatch, workers=2)
-    assert 'sglang_exporter_log_lines_total{kind="decode",result="parsed"} 2' in text
+    assert 'sglang_scheduler_max_total_tokens{dp_rank="0",stage=""} 20000.0' in text
+    assert re.search(r'sglang_exporter_log_lines_total\{kind="prefill",result="parsed"\} [1-9]', text)
+    assert f'sglang_exporter_log_lines_total{{kind="capacity",result="parsed"}} {info["startup_blocks"]}.0' in text
+
+
+def test_a_block_with_start_up_lines_is_read_as_runs_between_them():
+    """The start-up lines of a block end its parts: the lines before and after each are runs, and the
+    start-up line is handed on as text, in order."""
+    decode = (b"[2026-09-13 16:00:01] Decode batch, #running-req: 3, #token: 30, token usage: 0.10, "
+              b"cpu graph: False, gen throughput (token/s): 10.00, #queue-req: 2")
+    capacity = (b"[2026-09-13 16:00:02] max_total_num_tokens=20000, chunked_prefill_size=4096, "
+                b"max_prefill_tokens=16384, max_running_requests=16, context_len=4096")
+    access = b'[2026-09-13 16:00:02] INFO:     127.0.0.1:54716 - "POST /generate HTTP/1.1" 200 OK'
+    res = scan_block(b"\n".join([decode, decode, access, capacity, access, access, decode]), 1 << 20)
+    assert not res.startup
+    assert (res.start, res.stop, res.lines, res.ignored) == (0, 3, 3, 1)
+    assert res.then == [capacity.decode()]
+    assert res.run.replicas[0].decode_lines == 2
+    rest = res.next
+    assert (rest.start, rest.stop, rest.lines, rest.ignored, rest.then, rest.next) == (4, None, 3, 2, [], None)
+    assert rest.run.replicas[0].decode_lines == 1
+    # start-up lines in a row are one stretch for the per-line path, without an empty part between them
+    res = scan_block(b"\n".join([decode, capacity, capacity, decode]), 1 << 20)
+    assert (res.stop, res.then, res.next.start, res.next.run.replicas[0].decode_lines) == (
+        1, [capacity.decode()] * 2, 3, 1)
+
+
+def test_a_refused_part_after_a_start_up_line_is_read_line_by_line(tmp_path, monkeypatch):
+    """One block: runs of 8 DP ranks, a start-up line, lines of more schedulers than the cap (that
+    part is read line by line, its lines past the cap refused), another start-up line, a run."""
+    line = ("[2026-09-13 16:00:{s:02d} DP{dp} TP0] Decode batch, #running-req: 3, #token: 30, token usage: 0.10, "
+            "cuda graph: False, gen throughput (token/s): 10.00, #queue-req: {q}")
+    capacity = ("[2026-09-13 16:00:30 DP0 TP0] max_total_num_tokens=1000, chunked_prefill_size=100, "
+                "max_prefill_tokens=10, max_running_requests=16, context_len=4096")
+    args = "[2026-09-13 16:00:31 TP0] server_args=ServerArgs(decode_log_interval=10, chunked_prefill_size=8192)"
+    rows = [line.format(s=i % 60, dp=i % 8, q=i % 5) for i in range(300)] + [capacity]
+    rows += [line.format(s=i % 60, dp=i, q=1) for i in range(MAX_SCHEDULERS + 40)] + [args]
+    rows += [line.format(s=i % 60, dp=i % 8, q=i % 3) for i in range(300)]
+    path = tmp_path / "refused-part.log"
+    path.write_text("\n".join(rows) + "\n")
+    text = _same(path, monkeypatch)
+    assert 'sglang_exporter_log_lines_total{kind="decode",result="malformed"} 40.0' in text
+    assert 'sglang_scheduler_max_total_tokens{dp_rank="0",stage=""} 1000.0' in text
 
 
 def test_beyond_the_scheduler_cap_lines_are_rejected_as_the_per_line_path_rejects_them(tmp_path, monkeypatch):
@@ -118,6 +180,30 @@ def test_start_up_lines_change_what_follows_in_order(tmp_path, monkeypatch):
     assert 'sglang_scheduler_batches_total{dp_rank="0",phase="decode",stage=""} 60.0' in text  # 40, then 10 and 10
     # 2 + 2; 2 + (2 - 1: the 8192-token line ended in a chunk); 2 + (2 - 1: so did the 100-token one)
     assert 'sglang_scheduler_admitted_requests_total{dp_rank="0",stage=""} 10.0' in text
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 512])
+def test_start_up_lines_in_a_row_and_at_the_ends_of_blocks(tmp_path, monkeypatch, chunk):
+    """Start-up lines first, last, in a row, between access-log lines, and (in 512-byte reads) at
+    every place in a block."""
+    decode = ("[2026-09-13 16:00:{s:02d}] Decode batch, #running-req: {r}, #token: 30, token usage: 0.10, "
+              "cpu graph: False, gen throughput (token/s): 10.00, #queue-req: {q}")
+    access = '[2026-09-13 16:00:02] INFO:     127.0.0.1:54716 - "POST /generate HTTP/1.1" 200 OK'
+    startup = ["[2026-09-13 16:00:00] server_args=ServerArgs(decode_log_interval=10, chunked_prefill_size=8192)",
+               "[2026-09-13 16:00:00] max_total_num_tokens=1000, chunked_prefill_size=100, max_prefill_tokens=10, "
+               "max_running_requests=16, context_len=4096",
+               "[2026-09-13 16:00:00] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, K size: 0.00 GB, "
+               "V size: 0.00 GB"]
+    rows = startup + [decode.format(s=i % 60, r=i % 7, q=i % 3) for i in range(40)]
+    for i in range(12):
+        rows += startup[:1 + i % 3] + [access] * (i % 2) + startup[i % 3:] + [access]
+        rows += [decode.format(s=i, r=i % 5 + 1, q=i % 4) for _ in range(i % 4)]
+    rows += startup
+    path = tmp_path / "startup-rows.log"
+    path.write_text("\n".join(rows) + "\n")
+    monkeypatch.setattr(file_module, "READ_CHUNK", chunk)
+    text = _same(path, monkeypatch)
+    assert 'sglang_exporter_log_lines_total{kind="capacity",result="parsed"} 18.0' in text
 
 
 def _template_lines() -> list[bytes]:
@@ -439,10 +525,7 @@ def test_the_report_is_the_same_document_with_and_without_the_template_reader(tm
         rows = _omni_variants()["stock-one-stage"] + plain + _omni_variants()["shim-two-stages"]
         path.write_text("\n".join(rows) + "\n")
     else:
-        spec = importlib.util.spec_from_file_location("genlog", ROOT / "bench" / "genlog.py")
-        genlog = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(genlog)
-        genlog.build(str(path), 20_000, str(ROOT / "tests" / "corpus"))
+        _genlog().build(str(path), 20_000, str(ROOT / "tests" / "corpus"))
     assert _report_json(path, monkeypatch, fast=True) == _report_json(path, monkeypatch, fast=False)
 
 

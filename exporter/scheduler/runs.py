@@ -218,8 +218,8 @@ def applicable(states: SchedulerStates, run: Run) -> bool:
     would refuse none of them.
 
     * Every replica fits under the caps even if all are new, and none carries a rank the state
-      refuses (:meth:`SchedulerStates.refusal`; the block holds no start-up line, so what the state
-      knows of the ranks stands while the run is applied).
+      refuses (:meth:`SchedulerStates.refusal`; a run holds no start-up line, which ends its block's
+      part, so what the state knows of the ranks stands while the run is applied).
     * No derived figure comes near the end of the value range (decode tokens, the queue integral's
       step, a recompute estimate: the state refuses a line whose figure would leave it).
     """

@@ -8,12 +8,16 @@ decoded by the splitter's rules and handed to the per-line parser (:func:`.parse
 reference) in order: a stats line, a retraction, an aborted retraction or request time stats joins
 the same columns; a damaged line or a line of no kind is counted. A start-up line (capacity,
 ``server_args``, ``KV Cache is allocated``) or an event of any other kind changes what the lines
-after it mean: a block that holds one is read line by line instead, as is a block whose lines the
-state would refuse (:func:`~exporter.scheduler.runs.applicable`), and a block holding any line in
-SGLang Omni's format (an event with ``origin.task``): the stage attribution (:mod:`.attribution`)
-decides its stage, holds it or drops it, in :meth:`.ingest.Ingest.feed`. The lines a run takes are
-plain SGLang's (``task`` is ``None``), which the attribution passes on unchanged, and leaves its
-state as it was, so a run equals those lines through ``Ingest.feed``. The result (:class:`BlockResult`)
+after it mean: it ends the block's run there, is handed on as text for the per-line path, and the
+lines after it make the next part of the block, with a run of their own (a server restarted into
+the same log prints a start-up block of a few lines among thousands of stats lines). A block
+holding any line in SGLang Omni's format (an event with ``origin.task``) is read line by line
+instead, as is a part whose lines the state would refuse
+(:func:`~exporter.scheduler.runs.applicable`): the stage attribution (:mod:`.attribution`)
+decides an Omni line's stage, holds it or drops it, in :meth:`.ingest.Ingest.feed`. The lines a run
+takes are plain SGLang's (``task`` is ``None``), which the attribution passes on unchanged, and
+leaves its state as it was, so a run equals those lines through ``Ingest.feed``; so do the start-up
+lines between two runs, applied in order between them. The result (:class:`BlockResult`)
 holds nothing of the store, so blocks can be scanned in other processes and applied in order
 (:mod:`.bulk_ingest`); ``tests/test_log_bulk.py`` runs both paths over the corpus, the SGLang Omni
 logs, fuzzed logs and the bench log and requires the same output.
@@ -65,28 +69,34 @@ def _anchored(token: bytes) -> bytes:
 #: search for all (0.73 us on the bench log's average line that is no template, against 1.72 us for a
 #: test per token and 1.18 us for the tokens as written).
 _SUSPECT = re.compile(b"|".join(map(_anchored, (*TITLE_TOKENS, b"\r"))) + b"|" + OMNI_HINT.pattern)
-#: Event types a run takes as columns; any other event (start-up lines, kinds added later) sends the
-#: whole block through the per-line path.
+#: Event types a run takes as columns; any other event (start-up lines, kinds added later) ends the
+#: block's part: it goes to the per-line path, between the run before it and the run after it.
 _RUN_EVENTS = (DecodeBatch, PrefillBatch, Retraction, RetractAbort, ReqTimeStats)
 _MEMO_MAX = 4096
 
 
 @dataclass(slots=True)
 class BlockResult:
-    """What a block of lines holds, ready to be applied to the store.
+    """What a block of lines holds, ready to be applied to the store: its first part, up to the
+    block's end or its first start-up line, and the parts after it through :attr:`next`.
 
     Attributes:
-        run: The block's scheduler lines as one run (``None`` when it has none).
-        startup: The block holds a line of another kind (a start-up line: capacity, ``server_args``,
-            ``KV Cache is allocated``, or a kind added later) or a line in SGLang Omni's format: such
-            a line changes what the lines after it mean or needs the stage attribution, so the block is
-            read line by line instead, and nothing else here is set.
-        lines: Lines the block held after the splitter's rules (a ``\\r`` splits one, an oversized
-            one is dropped).
+        run: The part's scheduler lines as one run (``None`` when it has none).
+        startup: The block holds a line in SGLang Omni's format, which needs the stage attribution,
+            so the whole block is read line by line instead, and nothing else here is set.
+        lines: Lines the part held after the splitter's rules (a ``\\r`` splits one, an oversized
+            one is dropped), the start-up line that ends it left out.
         parsed: Lines within the run, by kind.
         ignored: Lines of no scheduler kind.
         malformed: Damaged lines by kind.
         dropped: Lines dropped for exceeding ``max_line_bytes``.
+        start / stop: The part's raw lines, ``block.split(b"\\n")[start:stop]`` (``stop`` is
+            ``None`` for the block's last part), which the per-line path reads where the state would
+            refuse the run.
+        then: The lines of the raw lines from ``stop`` to the next part's ``start`` (start-up lines
+            in a row, or other events that are no run's), for the per-line path after the run; empty
+            for the last part.
+        next: The part after that line (``None`` for the last part).
     """
 
     run: Run | None = None
@@ -96,11 +106,14 @@ class BlockResult:
     ignored: int = 0
     malformed: Counter = field(default_factory=Counter)
     dropped: int = 0
+    start: int = 0
+    stop: int | None = None
+    then: list[str] = field(default_factory=list)
+    next: BlockResult | None = None
 
 
 class _Startup(Exception):
-    """Internal: the block holds a start-up line, another event that is no run's, or a line in SGLang
-    Omni's format; it is read line by line."""
+    """Internal: the block holds a line in SGLang Omni's format; it is read line by line."""
 
 
 class _Builder:
@@ -149,19 +162,16 @@ class _Scanner:
             self.identities.clear()
             self.canonical.clear()
         res = BlockResult()
-        splitter = LineSplitter(max_line_bytes)
         try:
-            self._scan(block.split(b"\n"), max_line_bytes, splitter, res)
+            self._scan(block.split(b"\n"), max_line_bytes, LineSplitter(max_line_bytes), res)
         except _Startup:
             return BlockResult(startup=True)
-        res.dropped = splitter.dropped
         return res
 
     def _scan(self, parts: list[bytes], max_line_bytes: int, splitter: LineSplitter, res: BlockResult) -> None:
         b = _Builder(parts)
         seconds = self.seconds
-        pending: list[bytes] = []
-        first_pending = 0
+        pending: list[int] = []  # raw lines for the parser, by index
         (g_actor, g_date, g_tod, g_frac, g_tags, g_fork, g_run, g_dtok, g_use, g_ftok, g_full, g_swa, g_has_prealloc, g_al,
          g_has_rate, g_dq, g_seq, g_tok, g_cached, g_puse, g_pfull, g_mamba, g_pq, g_has_pd, g_has_pending,
          g_has_input) = (GROUP[name] for name in SCAN_FIELDS)
@@ -178,12 +188,10 @@ class _Scanner:
                 if suspect(part) is None and len(part) <= max_line_bytes:
                     ignored += 1  # one line (no \r to split it, not too long) that no title can start
                     continue
-                if not pending:
-                    first_pending = i
-                pending.append(part)
+                pending.append(i)
                 continue
             if pending:
-                self._lines(splitter.decode(pending), res, b, first_pending)
+                res, b, templates, ignored = self._pending(pending, i, splitter, res, b, templates, ignored)
                 pending = []
             templates += 1
             g = m.groups()
@@ -255,10 +263,38 @@ class _Scanner:
             add_time(t)
             add_clock(clock)
         if pending:
-            self._lines(splitter.decode(pending), res, b, first_pending)
+            res, b, templates, ignored = self._pending(pending, len(parts), splitter, res, b, templates, ignored)
+        self._end_part(res, b, splitter, templates, ignored)
+
+    def _pending(self, pending: list[int], end: int, splitter: LineSplitter, res: BlockResult, b: _Builder,
+                 templates: int, ignored: int) -> tuple[BlockResult, _Builder, int, int]:
+        """The raw lines ``pending`` (indices, in order, all before raw line ``end``; the others since
+        the last template line were counted in ``ignored``) through the per-line parser; at a start-up
+        line the part ends and the next begins. Returns the part, builder and counts to go on with."""
+        k = 0
+        prev = None
+        while (cut := self._lines(pending, k, splitter, res, b)) is not None:
+            k, then = cut  # pending[k] is a start-up line: the part ends before it
+            stop = pending[k]
+            k += 1
+            if prev is not None and stop == res.start:  # right after another: one stretch of the per-line path
+                prev.then += then
+                res.start = stop + 1
+                continue
+            prev = res
+            after = end - stop - 1 - (len(pending) - k)  # the lines counted in `ignored` that follow it
+            self._end_part(res, b, splitter, templates, ignored - after)
+            res.stop, res.then = stop, then
+            res.next = res = BlockResult(start=stop + 1)
+            b = _Builder(b.parts)
+            templates, ignored = 0, after
+        return res, b, templates, ignored
+
+    def _end_part(self, res: BlockResult, b: _Builder, splitter: LineSplitter, templates: int, ignored: int) -> None:
         self._end_run(res, b)
         res.lines += templates + ignored
         res.ignored += ignored
+        res.dropped, splitter.dropped = splitter.dropped, 0
 
     def _slot(self, b: _Builder, key: tuple, line: bytes) -> tuple:
         """The replica columns and scheduler values of a template prefix first seen in this run: the
@@ -308,27 +344,45 @@ class _Scanner:
         self.seconds[stamp] = value
         return value
 
-    def _lines(self, texts: list[str], res: BlockResult, b: _Builder, n: int) -> None:
-        """Lines that are no template, through the per-line parser in order (``n``: the index of the
-        first one's raw line, which orders their values against the template lines')."""
+    def _lines(self, pending: list[int], k: int, splitter: LineSplitter, res: BlockResult,
+               b: _Builder) -> tuple[int, list[str]] | None:
+        """Raw lines that are no template (``pending[k:]``, indices into the block), through the
+        per-line parser in order; the first one's index orders their values against the template
+        lines'. Returns ``(j, its lines)`` where ``pending[j]`` holds a start-up line (or another
+        event that is no run's): the lines before it are in the run, none after it is read."""
+        parts = b.parts
+        n = pending[k] if k < len(pending) else 0
+        for j in range(k, len(pending)):  # one raw line at a time (a \r splits one): a part ends at one
+            texts = splitter.decode((parts[pending[j]],))
+            events = [parse_line(text) for text in texts]
+            cut = False
+            for ev in events:
+                if ev is None or type(ev) is Malformed:
+                    continue
+                if ev.origin.task is not None:
+                    # SGLang Omni's format: the stage attribution decides the line's stage (or holds it,
+                    # or drops it), so the block goes through Ingest.feed, which runs it
+                    raise _Startup
+                cut = cut or type(ev) not in _RUN_EVENTS
+            if cut:
+                return j, texts
+            self._events(texts, events, res, b, n)
+        return None
+
+    def _events(self, texts: list[str], events: list, res: BlockResult, b: _Builder, n: int) -> None:
+        """Lines of the per-line parser and their events (none a start-up line's or SGLang Omni's),
+        into the run."""
         res.lines += len(texts)
-        for text in texts:
-            ev = parse_line(text)
+        for ev in events:
             kind = type(ev)
             if ev is None:
                 res.ignored += 1
             elif kind is Malformed:
                 res.malformed[ev.kind] += 1
-            elif ev.origin.task is not None:
-                # SGLang Omni's format: the stage attribution decides the line's stage (or holds it, or
-                # drops it), so the block goes through Ingest.feed, which runs it
-                raise _Startup
-            elif kind in _RUN_EVENTS:
+            else:
                 if kind is not DecodeBatch and kind is not PrefillBatch:  # those are counted by their run
                     res.parsed[KIND_OF[kind]] += 1
                 _add_event(b, self._canonical(ev.origin), ev, n)
-            else:
-                raise _Startup
 
     @staticmethod
     def _end_run(res: BlockResult, b: _Builder) -> None:

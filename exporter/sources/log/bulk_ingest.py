@@ -204,22 +204,41 @@ class BulkIngest(Ingest):
 
     def _apply(self, res: BlockResult, block: bytes | None, max_line_bytes: int, file_stats: FileStats,
                slot: int | None = None, length: int = 0) -> int:
-        """Apply a scanned block: its run, or its lines through the per-line path (``block`` is
-        ``None`` while it is in shared-memory ``slot``, read back only then)."""
-        if not res.startup:
+        """Apply a scanned block: each part's run, or its lines through the per-line path, and the
+        start-up lines between parts through the per-line path (``block`` is ``None`` while it is in
+        shared-memory ``slot``, read back only where the per-line path reads a part)."""
+        if res.startup:  # SGLang Omni's lines need the stage attribution: the whole block line by line
+            return self._lines(self._block(block, slot, length).split(b"\n"), max_line_bytes, file_stats)
+        applied = 0
+        raw = None
+        part: BlockResult | None = res
+        while part is not None:
             wall = self._clock()
-            outcome = True if res.run is None else self.store.apply_run(res.run, wall)
+            outcome = True if part.run is None else self.store.apply_run(part.run, wall)
             if outcome is not None:
-                file_stats.oversized_lines += res.dropped
-                file_stats.lines += res.lines
-                file_stats.scheduler_lines += sum(res.parsed.values())  # as Ingest.feed returns them
-                self._count_block(res, wall, failed=outcome is False)
-                return res.lines
-            log.debug("a block with lines the state refuses (caps, ranks, range): read line by line")
-        # The per-line path: a start-up line changes what the lines after it mean, SGLang Omni's lines
-        # need the stage attribution, or the state refuses some lines; the reference decides line by line.
+                file_stats.oversized_lines += part.dropped
+                file_stats.lines += part.lines
+                file_stats.scheduler_lines += sum(part.parsed.values())  # as Ingest.feed returns them
+                self._count_block(part, wall, failed=outcome is False)
+                applied += part.lines
+            else:
+                # the state refuses some of the part's lines (caps, ranks, range): the reference decides
+                # line by line
+                log.debug("a block with lines the state refuses (caps, ranks, range): read line by line")
+                if raw is None:
+                    raw = self._block(block, slot, length).split(b"\n")
+                applied += self._lines(raw[part.start:part.stop], max_line_bytes, file_stats)
+            if part.then:  # a start-up line: it changes what the lines after it mean
+                file_stats.lines += len(part.then)
+                file_stats.scheduler_lines += super().feed(part.then)
+                applied += len(part.then)
+            part = part.next
+        return applied
+
+    def _lines(self, raw: list[bytes], max_line_bytes: int, file_stats: FileStats) -> int:
+        """Raw lines through the per-line path, counted in ``file_stats``; returns the lines."""
         splitter = LineSplitter(max_line_bytes)
-        lines = splitter.decode(self._block(block, slot, length).split(b"\n"))
+        lines = splitter.decode(raw)
         file_stats.oversized_lines += splitter.dropped
         file_stats.lines += len(lines)
         file_stats.scheduler_lines += super().feed(lines)
