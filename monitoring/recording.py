@@ -385,8 +385,10 @@ def priority_rules(cfg: Config) -> list[Recording]:
     (``priority_by``): SGLang's raw ``priority`` label (unbounded: any integer a client sends) mapped
     to the config's classes (``priority_classes``, :func:`~monitoring.promql.priority_class`). The
     queue gauges carry priority="<int>" per value plus priority="" (the total, left out here); the
-    tokenizer's TTFT and E2E histograms the request's priority. The sidecar's log lines carry no
-    priority: these come from SGLang's own /metrics only."""
+    tokenizer's TTFT and E2E histograms the request's priority, empty for a request sent without one
+    (class ``priority_unset``, as the scheduler's -sys.maxsize - 1 on the gauges), and are recorded
+    only for servers whose gauges split by priority. The sidecar's log lines carry no priority: these
+    come from SGLang's own /metrics only."""
     w = cfg.rate_window
     RP = cfg.record_priority
     cls = f"({', '.join(cfg.priority_by)})"
@@ -400,11 +402,16 @@ def priority_rules(cfg: Config) -> list[Recording]:
 
     target = ", ".join(dict.fromkeys((*cfg.server_by, "job", "instance", *cfg.group_default_from, "priority")))
 
+    server = f"({', '.join(cfg.server_by)})"
+
     def histogram(metric: str, part: str, split: tuple[str, ...] = ()) -> str:
+        # every request, priority="" (sent without one) too; only on servers whose scheduler splits its
+        # queue by priority (without priority scheduling the label is absent and all would be "unset")
         per_server = per_group(cfg, lambda s: f"sum by ({target}{''.join(', ' + x for x in split)}) (rate({s}[{w}]))",
-                               f"sglang:{metric}_{part}", 'priority!=""', split=("priority", *split),
-                               native=True, server=True)
-        return f"sum by ({', '.join((*cfg.priority_by, *split))}) (\n{indent(priority_class(cfg, per_server))}\n)"
+                               f"sglang:{metric}_{part}", split=("priority", *split), native=True, server=True)
+        classes = priority_class(cfg, per_server, empty_is_unset=True)
+        return (f"sum by ({', '.join((*cfg.priority_by, *split))}) (\n{indent(classes)}\n)\n"
+                f"and on {server}\ngroup by {server} (\n  {RP('num_queue_reqs', 'sum')}\n)")
 
     rules = [
         rule("num_queue_reqs", "sum", gauge("num_queue_reqs"),

@@ -71,8 +71,11 @@ def test_stages_are_a_one_line_change(promtool, tmp_path):
             assert all(m.startswith(("namespace, sglang_group, stage, dp_rank", "namespace, sglang_group, le",
                                      "namespace, sglang_group, priority"))
                        or m == "namespace, sglang_group, stage" for m in maxes), rule["record"]
+        # per scheduler, across the ranks; a per-class rule joins its server (the queue split by priority)
+        joins = ("namespace, sglang_group, stage, dp_rank", "namespace, sglang_group, stage",
+                 *(("namespace, sglang_group",) if rule["record"].startswith("group_priority_class:") else ()))
         for on in re.findall(r"on \(([^)]*)\)", rule["expr"]):
-            assert on in ("namespace, sglang_group, stage, dp_rank", "namespace, sglang_group, stage"), rule["record"]
+            assert on in joins, rule["record"]
     scheduler = [a for a in _rules(files["sglang-alerts.yml"]) if "Scheduler" in a["annotations"]["description"]
                  or "scheduler {{ with $labels.stage" in a["annotations"]["description"]]
     assert len(scheduler) == 8

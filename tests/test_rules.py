@@ -23,7 +23,7 @@ import sys
 import pytest
 import yaml
 import native_metrics
-from conftest import CORPUS, ROOT
+from conftest import CORPUS, ROOT, samples
 from rules_support import MATCHER, NATIVE, RULE_FILES, RULES_DIR, check_references, exporter_samples
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -320,3 +320,63 @@ def test_the_rules_read_sglangs_names_in_either_spelling(tmp_path):
             name for name in openmetrics if name.replace("sglang_", "sglang:", 1) == read]
         for ours in ("sglang_scheduler_batches_total", "sglang_exporter_build_info", "sglang_gpu_up"):
             assert not re.fullmatch(selector, ours)
+
+
+# -------------------------------------------------------------- the rules on real SGLang scrapes
+
+REAL_SERIES = ROOT / "tests" / "real_series"
+_TARGET = {"job": "sglang", "instance": "10.0.0.7:30000", "namespace": "llm", "pod": "sglang-real"}
+
+
+def _real_input_series(directory, scrapes: tuple[str, ...]) -> tuple[list[dict], list[dict]]:
+    """The scrapes of one real run (one a minute, in order) as promtool input series, and each
+    scrape's samples ``{(name, labels): value}``."""
+    taken = [samples((directory / f"{name}.prom").read_text()) for name in scrapes]
+    keys = sorted({key for scrape in taken for key in scrape})
+    series = []
+    for name, labels in keys:
+        text = ", ".join(f'{k}="{v}"' for k, v in (*_TARGET.items(), *labels))
+        values = " ".join(f"{scrape[(name, labels)]:g}" if (name, labels) in scrape else "_" for scrape in taken)
+        series.append({"series": f"{name}{{{text}}}", "values": values})
+    return series, taken
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.23"])
+def test_priority_classes_of_a_real_sglang_server(promtool, tmp_path, version):
+    """The per-class rules on what a real SGLang server printed with --enable-priority-scheduling
+    (test bed scenario ``priority``: requests at priorities 0 and 10, and SGLang's warm-up request
+    without one). Each class holds exactly its raw priorities' requests: 0 is ``default``, 10
+    ``high``, and the request sent without a priority ``unset`` on both sides (the scheduler's
+    -sys.maxsize - 1, the tokenizer's empty priority); the classes add up to SGLang's own total."""
+    scrapes = ("ready", "t001", "t002", "end")
+    series, taken = _real_input_series(REAL_SERIES / f"sglang-{version}-priority", scrapes)
+    mid = taken[1]
+    raw = {}
+    for (name, labels), value in mid.items():
+        if name in ("sglang:num_running_reqs", "sglang:num_queue_reqs"):
+            raw.setdefault(name, {})[dict(labels)["priority"]] = value
+    sentinel = "-9223372036854775808"
+    assert set(raw["sglang:num_running_reqs"]) == {"", "0", "10", sentinel}
+    assert raw["sglang:num_running_reqs"][""] > 0  # mid-run: the case can fail
+    cases = []
+    for metric in ("num_running_reqs", "num_queue_reqs"):
+        by = raw[f"sglang:{metric}"]
+        assert by[""] == by["0"] + by["10"] + by[sentinel]  # SGLang's total, priority=""
+        cases.append({"expr": f"group_priority_class:sglang_{metric}:sum", "eval_time": "1m", "exp_samples": [
+            {"labels": f'group_priority_class:sglang_{metric}:sum{{namespace="llm", priority_class="{cls}", '
+                       f'sglang_group="sglang-real", source="sglang_metrics"}}', "value": by[prio]}
+            for cls, prio in (("default", "0"), ("high", "10"), ("unset", sentinel))]})
+    # first tokens per class over the run: the warm-up request (priority="") is class unset, before the load
+    cases.append({"expr": 'count by (priority_class) (group_priority_class:sglang_time_to_first_token_seconds'
+                          ':count_rate5m > 0)', "eval_time": "3m",
+                  "exp_samples": [{"labels": f'{{priority_class="{cls}"}}', "value": 1} for cls in ("default", "high")]})
+    cases.append({"expr": "count by (priority_class) (group_priority_class:sglang_time_to_first_token_seconds"
+                          ":count_rate5m)", "eval_time": "3m",
+                  "exp_samples": [{"labels": f'{{priority_class="{cls}"}}', "value": 1}
+                                  for cls in ("default", "high", "unset")]})
+    test = {"rule_files": [str(p) for p in RULE_FILES], "evaluation_interval": "1m",
+            "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": cases}]}
+    path = tmp_path / "real-priority.test.yml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
