@@ -296,7 +296,7 @@ def headline_rules(cfg: Config) -> list[Recording]:
 
 
 def server_rules(cfg: Config) -> list[Recording]:
-    """SGLang's request latency (TTFT, ITL, E2E), per server: its tokenizer process observes every
+    """SGLang's request latency (TTFT, ITL, E2E, per-request TPOT), per server: its tokenizer process observes every
     request of every scheduler. Summed over its request labels (is_streaming, priority, custom labels)
     per target first, then the targets of one group merged with max."""
     w = cfg.rate_window
@@ -304,7 +304,9 @@ def server_rules(cfg: Config) -> list[Recording]:
     rules = []
     for metric, what in (("time_to_first_token_seconds", "time to first token"),
                          ("inter_token_latency_seconds", "inter-token latency (per output token)"),
-                         ("e2e_request_latency_seconds", "end-to-end request latency")):
+                         ("e2e_request_latency_seconds", "end-to-end request latency"),
+                         ("request_time_per_output_token_seconds", "time per output token of each request "
+                                                                   "(after its first token; 0.5.22+)")):
         buckets = per_group(cfg, lambda s: f"sum by ({target}) (rate({s}[{w}]))", f"sglang:{metric}_bucket",
                             split=("le",), native=True, server=True)
         rules += _quantile_rules(cfg, metric, buckets, f"SGLang's {what} (sglang:{metric}).",

@@ -16,7 +16,8 @@ DP-attention series of 0.5.22 and the raw priority of the request histograms as 
   gauges, ``realtime_tokens_total`` and the prefill modes (0.5.10+) only on the first attention-TP
   rank of each DP group; ``max_total_num_tokens`` on every rank from 0.5.11 on;
 * the request latency histograms come from the tokenizer process: no rank labels; ``engine_type``
-  since 0.5.11, ``is_streaming`` on TTFT and E2E since 0.5.17.
+  since 0.5.11, ``is_streaming`` on TTFT and E2E since 0.5.17; the per-request TPOT histogram
+  ``request_time_per_output_token_seconds`` (ITL's buckets, ``is_streaming``) since 0.5.22.
 
 :class:`NativeServer` serves such an exposition over real HTTP (prometheus_client, as SGLang does),
 from counters the test advances. :func:`samples` gives the sample names and label sets of every
@@ -71,6 +72,8 @@ HELP = {
     "sglang:time_to_first_token_seconds": ("histogram", "Histogram of time to first token in seconds."),
     "sglang:inter_token_latency_seconds": ("histogram", "Histogram of inter-token latency in seconds."),
     "sglang:e2e_request_latency_seconds": ("histogram", "Histogram of End-to-end request latency in seconds"),
+    "sglang:request_time_per_output_token_seconds": ("histogram", "Per-request TPOT in seconds: (finished_time - "
+                                                     "first_token_time) / (completion_tokens - 1)."),
 }
 
 #: The modes of sglang:cuda_graph_passes_total: decode since 0.5.7, prefill since 0.5.10.
@@ -145,6 +148,7 @@ class Tokenizer:
     ttft: list[tuple[float, bool]] = field(default_factory=list)     # (seconds, is_streaming)
     itl: list[float] = field(default_factory=list)
     e2e: list[tuple[float, bool]] = field(default_factory=list)
+    tpot: list[tuple[float, bool]] = field(default_factory=list)     # per request, 0.5.22+ (seen on 0.5.23)
     #: with priority scheduling (0.5.22+, seen on 0.5.23): the raw priorities the requests sent; every
     #: observation above is written once per priority (label priority="<int>")
     priorities: tuple[str, ...] = ()
@@ -263,8 +267,9 @@ class NativeServer:
     def _tokenizer_series(self, fam: dict, base: dict[str, str]) -> None:
         s, t = self.shape, self.tokenizer
         for name, observations, bounds in (("sglang:time_to_first_token_seconds", t.ttft, TTFT_BUCKETS),
-                                           ("sglang:e2e_request_latency_seconds", t.e2e, E2E_BUCKETS)):
-            if not observations:
+                                           ("sglang:e2e_request_latency_seconds", t.e2e, E2E_BUCKETS),
+                                           ("sglang:request_time_per_output_token_seconds", t.tpot, ITL_BUCKETS)):
+            if not observations or (t.tpot is observations and not s.at_least("0.5.22")):
                 continue
             for streaming in (False, True) if s.at_least("0.5.17") else (None,):
                 labels = dict(base) if streaming is None else {**base, "is_streaming": str(streaming).lower()}
@@ -307,7 +312,7 @@ def busy(shape: Shape) -> NativeServer:
         st.dp_steps, st.dp_tokens = {"active": 900, "idle": 100}, {"scheduled": 64000, "imbalance": 9000}
         st.imbalance_ratios = [1.0, 1.2, 2.0]
     server.tokenizer = Tokenizer(ttft=[(0.3, True), (1.5, False)], itl=[0.02, 0.03], e2e=[(4.0, True), (9.0, False)],
-                                 priorities=("0", "10"))
+                                 tpot=[(0.025, True), (0.04, False)], priorities=("0", "10"))
     return server
 
 

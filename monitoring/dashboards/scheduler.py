@@ -22,6 +22,7 @@ from __future__ import annotations
 from ..config import FPM, LOG, NATIVE, Config
 from ..promql import num, percent
 from .panels import Merged, Scope, dashboard, graph, grid, heat, recorded, row, single
+from .ranks import dp_rank_row, priority_row
 
 
 def build(cfg: Config):
@@ -120,11 +121,14 @@ def build(cfg: Config):
         "server observes it.",
         "s", latency("time_to_first_token_seconds"), w=6, lo=0))
     b = b.with_panel(graph(
-        "Inter-token latency",
-        "P50 and P99 of SGLang's sglang:inter_token_latency_seconds (per output token), per server. With the "
-        "sidecar alone the decode step time ESTIMATE stands in, per scheduler: #running-req / gen throughput of "
-        "the Decode batch lines (seconds per step; per output token with speculative decoding).",
+        "Inter-token latency and time per output token",
+        "P50 and P99 of SGLang's sglang:inter_token_latency_seconds (per output token) and of its per-request "
+        "TPOT sglang:request_time_per_output_token_seconds (each request's decode time / its output tokens after "
+        "the first, 0.5.22+), per server: what a larger batch costs every request. With the sidecar alone the "
+        "decode step time ESTIMATE stands in, per scheduler: #running-req / gen throughput of the Decode batch "
+        "lines (seconds per step; per output token with speculative decoding).",
         "s", [*latency("inter_token_latency_seconds"),
+              *((e, legend.replace("P", "TPOT P", 1)) for e, legend in latency("request_time_per_output_token_seconds")),
               (m.source(R("decode_step_seconds", "estimate{w}"), LOG), f"decode step (estimate) {m.legend}")],
         w=6, lo=0))
     b = b.with_panel(graph(
@@ -286,6 +290,9 @@ def build(cfg: Config):
         "Admissions",
         "Requests admitted from the waiting queue per second (#new-seq, less a continuing chunk).",
         "reqps", [(s.rate("sglang_scheduler_admitted_requests_total"), leg)], w=8, lo=0))
+
+    b = dp_rank_row(b, cfg)
+    b = priority_row(b, cfg)
 
     b = b.with_row(row("Speculative decoding and PD disaggregation (sidecar)"))
     b = b.with_panel(graph(
