@@ -226,7 +226,8 @@ def native_rules(cfg: Config) -> list[Recording]:
     """SGLang's own /metrics (``source="sglang_metrics"``), names as SGLang serves them (``sglang:``).
 
     Versions: the pass and retraction counters since 0.5.7 (prefill passes since 0.5.10), queue_time
-    since 0.5.3, token_usage and the queue gauges since 0.4.0, max_total_num_tokens since 0.5.6."""
+    since 0.5.3, token_usage and the queue gauges since 0.4.0, max_total_num_tokens since 0.5.6,
+    prefill_effective_tokens_total (the recompute share) seen on 0.5.18 and 0.5.23."""
     w = cfg.rate_window
     R = cfg.record
 
@@ -242,6 +243,9 @@ def native_rules(cfg: Config) -> list[Recording]:
     def native(name: str, operation: str) -> str:
         return source(R(name, operation), NATIVE)
 
+    on = f"on ({by(cfg)})"
+    prefill_computed = rate("sglang:realtime_tokens_total", 'mode="prefill_compute"')
+    effective = rate("sglang:prefill_effective_tokens_total", 'mode="input"')
     queue = rate("sglang:queue_time_seconds_bucket", split=("le",))
     return [
         rule("batches", "rate{w}", summed(cfg, rate("sglang:cuda_graph_passes_total", split=("mode",))),
@@ -259,6 +263,19 @@ def native_rules(cfg: Config) -> list[Recording]:
              divide(cfg, rate("sglang:realtime_tokens_total", 'mode="decode"'), native("decode_steps", "rate{w}")),
              "Mean decode batch: decode tokens / decode passes (sglang:realtime_tokens_total, 0.5.8+). Exact "
              "without speculative decoding; with it, batch x accept length."),
+        # SGLang counts every prefill token it computes (prefill_compute: new input + the replay of
+        # retracted requests) and, apart, the input without those re-counts (prefill_effective input):
+        # the difference is the recompute of retracted requests (seen equal to the log's
+        # #new_tokens_gained on a real 0.5.23 server: 469 tokens, tests/real_series/)
+        rule("recomputed_tokens", "rate{w}", f"clamp_min(\n{indent(prefill_computed)}\n- {on}\n{indent(effective)},\n0\n)",
+             "Prefill tokens computed again for retracted requests, per second: sglang:realtime_tokens_total"
+             "{mode=\"prefill_compute\"} - sglang:prefill_effective_tokens_total{mode=\"input\"} (0.5.18+)."),
+        rule("computed_tokens", "rate{w}",
+             summed(cfg, rate("sglang:realtime_tokens_total", 'mode=~"prefill_compute|decode"', ("mode",))),
+             "All tokens computed per second: prefill (replays included) plus decode (sglang:realtime_tokens_total)."),
+        rule("recomputed_tokens_per_computed_token", "ratio_rate{w}",
+             divide(cfg, native("recomputed_tokens", "rate{w}"), native("computed_tokens", "rate{w}")),
+             "Recompute share from SGLang's own counters (the sidecar's, from the log, wins where both exist)."),
         rule("kv_usage_observed", "mean_rate{w}",
              per_group(cfg, lambda s: f"avg_over_time({s}[{w}])", "sglang:token_usage", native=True),
              "Mean KV-cache occupancy over the window (sglang:token_usage: the same figure as the log's token "

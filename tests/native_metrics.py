@@ -13,7 +13,8 @@ DP-attention series of 0.5.22 and the raw priority of the request histograms as 
   the queue gauges then add one series per priority);
 * which TP ranks write what: the retraction counters, the decode modes of
   ``cuda_graph_passes_total`` and ``queue_time_seconds`` on EVERY TP rank (identical copies), the
-  gauges, ``realtime_tokens_total`` and the prefill modes (0.5.10+) only on the first attention-TP
+  gauges, ``realtime_tokens_total`` and the prefill modes (0.5.10+), ``prefill_effective_tokens_total``
+  (modelled from 0.5.22; seen on 0.5.18 and 0.5.23) only on the first attention-TP
   rank of each DP group; ``max_total_num_tokens`` on every rank from 0.5.11 on;
 * the request latency histograms come from the tokenizer process: no rank labels; ``engine_type``
   since 0.5.11, ``is_streaming`` on TTFT and E2E since 0.5.17; the per-request TPOT histogram
@@ -55,6 +56,11 @@ HELP = {
     "sglang:cuda_graph_passes_total": ("counter", "Total number of forward passes categorized by CUDA graph."),
     "sglang:realtime_tokens_total": ("counter", "Total number of tokens processed (updated on each log interval). "
                                                 "mode: prefill_compute, prefill_cache, decode."),
+    "sglang:prefill_effective_tokens_total": ("counter", "Effective prefill tokens with retracted-request re-counts "
+                                                         "excluded, updated on each log interval. mode: device_hit, "
+                                                         "host_hit, storage_hit, input. Windowed prefix cache hit "
+                                                         "rate = rate(sum of *_hit) / rate(sum of all modes); "
+                                                         "per-tier rate uses a single *_hit mode in the numerator."),
     "sglang:num_running_reqs": ("gauge", "The number of running requests."),
     "sglang:num_queue_reqs": ("gauge", "The number of requests in the waiting queue."),
     "sglang:token_usage": ("gauge", "The token usage."),
@@ -128,6 +134,8 @@ class Scheduler:
     prefill_passes: float = 0
     retracted_requests: float = 0
     decode_tokens: float = 0
+    prefill_input_tokens: float = 0     # the prompts' tokens computed once
+    prefill_recomputed_tokens: float = 0  # prefill tokens computed again for retracted requests
     running: float = 0
     queue: float = 0
     queue_by_priority: dict[str, float] = field(default_factory=dict)
@@ -237,6 +245,15 @@ class NativeServer:
             add("sglang:cuda_graph_passes_total", st.prefill_passes, mode="prefill_none")
         if st.decode_tokens:
             add("sglang:realtime_tokens_total", st.decode_tokens, mode="decode")
+        if st.prefill_input_tokens and s.at_least("0.5.10"):
+            # prefill_compute: new input plus the replay of retracted requests; "input" without those
+            # re-counts (0.5.18+: seen on the test bed's 0.5.18 and 0.5.23, modelled from 0.5.22)
+            add("sglang:realtime_tokens_total", st.prefill_input_tokens + st.prefill_recomputed_tokens,
+                mode="prefill_compute")
+            if s.at_least("0.5.22"):
+                for mode in ("input", "device_hit", "host_hit", "storage_hit"):
+                    add("sglang:prefill_effective_tokens_total", st.prefill_input_tokens if mode == "input" else 0,
+                        mode=mode)
         if st.max_total_num_tokens and not s.at_least("0.5.11"):
             add("sglang:max_total_num_tokens", st.max_total_num_tokens)
         add("sglang:num_running_reqs", st.running)
@@ -305,6 +322,7 @@ def busy(shape: Shape) -> NativeServer:
     server = NativeServer(shape)
     for st in server.schedulers.values():
         st.decode_passes, st.prefill_passes, st.retracted_requests, st.decode_tokens = 1000, 20, 30, 64000
+        st.prefill_input_tokens, st.prefill_recomputed_tokens = 12000, 470
         st.running, st.queue, st.token_usage, st.gen_throughput, st.max_total_num_tokens = 64, 12, 0.93, 2100, 87552
         st.queue_by_priority = {"0": 4, "1": 8}
         st.queue_times = [0.05, 0.4, 2.5, 12]
@@ -321,7 +339,7 @@ def busy(shape: Shape) -> NativeServer:
 SHAPES = (Shape("0.5.7", tp_size=2), Shape("0.5.10", tp_size=4, dp_size=2, priority_scheduling=True),
           Shape("0.5.17", tp_size=2, engine_type="decode"), Shape("0.5.17", tp_size=8, dp_size=8),
           Shape("0.5.22", tp_size=2, dp_size=2, priority_scheduling=True), Shape("0.5.22", tp_size=1, priority_scheduling=True),
-          Shape("0.5.22", tp_size=2, dp_size=2))
+          Shape("0.5.22", tp_size=2, dp_size=2), Shape("0.5.22", tp_size=1))
 
 
 def samples() -> dict[str, list[dict[str, str]]]:

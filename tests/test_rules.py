@@ -380,3 +380,40 @@ def test_priority_classes_of_a_real_sglang_server(promtool, tmp_path, version):
     path.write_text(yaml.safe_dump(test, sort_keys=False))
     r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.23"])
+def test_recompute_share_of_a_real_sglang_server_from_either_source(promtool, tmp_path, version):
+    """SGLang's own counters give the recompute share the sidecar gives from the log: on a real server
+    that retracted (test bed scenario ``kv-pressure``), prefill_compute - effective input tokens is the
+    log's #new_tokens_gained (469 tokens on 0.5.23, 474 on 0.5.18), so both sources' shares agree.
+    Each counter is written from 0 (less its value at the ready point): rates see its increase only."""
+    directory = REAL_SERIES / f"sglang-{version}-kv-pressure"
+    ready, end = ({**samples((directory / f"{at}.prom").read_text()),
+                   **samples((directory / f"sidecar-{at}.prom").read_text())} for at in ("ready", "end"))
+    series = []
+    for pod, names in (("sglang-both", ("sglang:", "sglang_scheduler_")), ("sglang-alone", ("sglang:",))):
+        for (name, labels), value in end.items():
+            if name.startswith(names):
+                text = ", ".join(f'{k}="{v}"' for k, v in {**_TARGET, "pod": pod, **dict(labels)}.items())
+                series.append({"series": f"{name}{{{text}}}", "values": f"0 {value - ready.get((name, labels), 0):g}"})
+    # a counter absent at the ready point was 0 (SGLang creates a child at its first increment)
+    grown = {(name, dict(labels).get("mode", dict(labels).get("method"))): value - ready.get((name, labels), 0)
+             for (name, labels), value in end.items()}
+    recomputed = grown[("sglang_scheduler_recomputed_tokens_total", "new_tokens_gained")]
+    assert recomputed > 0 and recomputed == (grown[("sglang:realtime_tokens_total", "prefill_compute")]
+                                             - grown[("sglang:prefill_effective_tokens_total", "input")])
+    share = recomputed / (grown[("sglang:realtime_tokens_total", "prefill_compute")]
+                          + grown[("sglang:realtime_tokens_total", "decode")])
+    rule = "group_dp_rank:sglang_scheduler_recomputed_tokens_per_computed_token:ratio_rate5m"
+    # to 9 digits: the rules subtract two rates, which rounds in the last bits
+    cases = [{"expr": f'round({rule}{{sglang_group="{pod}"}} * 1e9)', "eval_time": "1m", "exp_samples": [
+        {"labels": f'{{namespace="llm", sglang_group="{pod}", dp_rank="0", source="{src}"}}',
+         "value": round(share * 1e9)} for src in sources]}
+        for pod, sources in (("sglang-both", ("log", "sglang_metrics")), ("sglang-alone", ("sglang_metrics",)))]
+    test = {"rule_files": [str(p) for p in RULE_FILES], "evaluation_interval": "1m",
+            "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": cases}]}
+    path = tmp_path / "real-recompute.test.yml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]

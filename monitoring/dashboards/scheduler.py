@@ -158,11 +158,13 @@ def build(cfg: Config):
     b = b.with_panel(single(
         "Only the sidecar adds",
         "Figures SGLang's own metrics cannot give (empty without the sidecar): retraction EVENTS per batch (SGLang "
-        "counts requests), the recompute share (\"fake throughput\"), and the decode batch p50 against the ceiling "
-        "(the KV-bound diagnosis). Below, also from the sidecar only: the batch-size distribution, #pending-token, "
-        "new_token_ratio, PD queues and speculative accept rates.",
+        "counts requests) and the decode batch p50 against the ceiling (the KV-bound diagnosis); beside them the "
+        "recompute share (\"fake throughput\") from each source: the log's #new_tokens_gained, and SGLang's own "
+        "prefill_compute - effective input tokens (0.5.18+). Below, also from the sidecar only: the batch-size "
+        "distribution, #pending-token, new_token_ratio, PD queues and speculative accept rates.",
         "percentunit", [(events_share, f"retraction events / batch {m.legend}"),
-                        (m.of(R("recomputed_tokens_per_computed_token", "ratio_rate{w}")), f"recompute share {m.legend}"),
+                        (m.of(R("recomputed_tokens_per_computed_token", "ratio_rate{w}")),
+                         f"recompute share {m.sourced}"),
                         (of_ceiling_best(0.5), f"decode p50 / ceiling {m.legend}")], w=8, h=8, lo=0))
 
     b = b.with_row(row("Batch size: an outcome, not a setting (sidecar)"))
