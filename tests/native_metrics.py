@@ -143,7 +143,7 @@ class Scheduler:
     gen_throughput: float = 0
     max_total_num_tokens: float = 0
     queue_times: list[float] = field(default_factory=list)
-    running_by_priority: dict[str, float] = field(default_factory=dict)   # 0.5.22+ (seen on 0.5.23)
+    running_by_priority: dict[str, float] = field(default_factory=dict)   # 0.5.22+ (seen on 0.5.18, 0.5.23)
     dp_steps: dict[str, float] = field(default_factory=dict)              # rank_state -> steps, 0.5.22+
     dp_tokens: dict[str, float] = field(default_factory=dict)             # kind -> tokens, 0.5.22+
     imbalance_ratios: list[float] = field(default_factory=list)           # DP rank 0 only, 0.5.22+
@@ -324,13 +324,15 @@ def busy(shape: Shape) -> NativeServer:
         st.decode_passes, st.prefill_passes, st.retracted_requests, st.decode_tokens = 1000, 20, 30, 64000
         st.prefill_input_tokens, st.prefill_recomputed_tokens = 12000, 470
         st.running, st.queue, st.token_usage, st.gen_throughput, st.max_total_num_tokens = 64, 12, 0.93, 2100, 87552
-        st.queue_by_priority = {"0": 4, "1": 8}
+        # a request sent without a priority is at -sys.maxsize - 1 (as real 0.5.18 and 0.5.23 print it)
+        st.queue_by_priority = {"0": 4, "1": 8, "-9223372036854775808": 0}
         st.queue_times = [0.05, 0.4, 2.5, 12]
-        st.running_by_priority = {"0": 24, "10": 40}
+        st.running_by_priority = {"0": 24, "10": 40, "-9223372036854775808": 0}
         st.dp_steps, st.dp_tokens = {"active": 900, "idle": 100}, {"scheduled": 64000, "imbalance": 9000}
         st.imbalance_ratios = [1.0, 1.2, 2.0]
     server.tokenizer = Tokenizer(ttft=[(0.3, True), (1.5, False)], itl=[0.02, 0.03], e2e=[(4.0, True), (9.0, False)],
-                                 tpot=[(0.025, True), (0.04, False)], priorities=("0", "10"))
+                                 tpot=[(0.025, True), (0.04, False)],
+                                 priorities=("0", "10", ""))  # "": the tokenizer's request without a priority
     return server
 
 
