@@ -179,3 +179,61 @@ def test_dp_imbalance_of_a_real_dp2_server(promtool, tmp_path, version):
                  "value": ratio}]})
     assert uneven  # the ranks were uneven at some scrape: the case can fail
     _promtool_cases(promtool, tmp_path, "real-dp2", series, cases)
+
+
+def test_a_real_starvation_fires_the_alert_scaled_to_the_test_beds_time(promtool, tmp_path):
+    """A real episode of SGLang 0.5.23 under --enable-priority-scheduling (the test bed's ``priority``
+    scenario on a loaded machine): priority 0 had 16 requests waiting and got no first token for 30 s
+    while priority 10 got 16. Scraped every 3 s, so the rules are generated with their windows scaled
+    to that time (rate window 6 s, the alert's window 12 s and for 6 s: the same expression, from
+    monitoring/): SGLangPriorityStarved fires for class default, never for class high, and not before
+    the episode."""
+    import dataclasses
+    import sys
+
+    sys.path.insert(0, str(ROOT))  # monitoring/ builds files and is not installed with the package
+    import monitoring
+    from monitoring.config import DEFAULT
+
+    alerts = dict(DEFAULT.alerts)
+    alerts["SGLangPriorityStarved"] = dataclasses.replace(alerts["SGLangPriorityStarved"], window="12s", for_="6s")
+    cfg = dataclasses.replace(DEFAULT, rate_window="6s", alerts=alerts)
+    files = []
+    for name, text in monitoring.rule_files(cfg).items():
+        (tmp_path / name).write_text(text)
+        files.append(str(tmp_path / name))
+    directory = REAL_SERIES / "sglang-0.5.23-priority-starved"
+    scrapes = ("ready", *sorted(p.stem for p in directory.glob("t*.prom")), "end")
+    series, taken = _real_input_series(directory, scrapes)
+
+    def first_tokens(scrape, prio: str) -> float:
+        return sum(v for (name, labels), v in scrape.items()
+                   if name == "sglang:time_to_first_token_seconds_count" and dict(labels)["priority"] == prio)
+
+    def waiting(scrape, prio: str) -> float:
+        return sum(v for (name, labels), v in scrape.items()
+                   if name == "sglang:num_queue_reqs" and dict(labels)["priority"] == prio)
+
+    # the episode, from the scrapes: the longest run of scrapes where priority 0 waited and got nothing
+    stalled = [i for i in range(1, len(taken)) if waiting(taken[i], "0") > 0
+               and first_tokens(taken[i], "0") == first_tokens(taken[i - 1], "0")]
+    runs: list[list[int]] = []
+    for i in stalled:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    longest = max(runs, key=len)
+    start, end = longest[0], longest[-1]
+    assert (end - start + 1) * 3 >= 24 and first_tokens(taken[end], "10") - first_tokens(taken[start], "10") >= 8
+    firing = 'ALERTS{alertname="SGLangPriorityStarved", alertstate="firing"}'
+    labels = 'ALERTS{alertname="SGLangPriorityStarved", alertstate="firing", namespace="llm", priority_class="default", ' \
+             'severity="warning", sglang_group="sglang-real", source="sglang_metrics"}'
+    cases = [{"expr": firing, "eval_time": f"{(start - 1) * 3}s", "exp_samples": []},
+             {"expr": firing, "eval_time": f"{end * 3}s", "exp_samples": [{"labels": labels, "value": 1}]}]
+    test = {"rule_files": files, "evaluation_interval": "3s",
+            "tests": [{"interval": "3s", "input_series": series, "promql_expr_test": cases}]}
+    path = tmp_path / "real-starved.test.yml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
