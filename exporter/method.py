@@ -165,6 +165,15 @@ def dp_imbalance(per_rank: list[float]) -> float | None:
     return max(per_rank) / mean if mean > 0 else None
 
 
+def dp_imbalance_high(running_per_rank: list[float]) -> bool:
+    """SGLangDPRankImbalance's condition on the running requests of the ranks (without its ``for:``):
+    max / mean above :data:`DP_IMBALANCE_HIGH` while the ranks average more than
+    :data:`DP_IMBALANCE_MIN_RUNNING` requests."""
+    ratio = dp_imbalance(running_per_rank)
+    return (ratio is not None and ratio > DP_IMBALANCE_HIGH
+            and sum(running_per_rank) / len(running_per_rank) > DP_IMBALANCE_MIN_RUNNING)
+
+
 def dp_idle_share(per_rank: list[float]) -> float | None:
     """Share of the DP ranks with nothing to run (a 0 in ``per_rank``); None with fewer than two ranks."""
     if len(per_rank) < 2:

@@ -45,6 +45,8 @@ def scheduler_alerts(cfg: Config) -> list[Alert]:
                        "SGLangSchedulerLogStale", "SGLangSchedulerStalled"))
     kv_observed = R("kv_usage_observed", "mean_rate{w}")
     kv_best = prefer(cfg, "kv_usage", {s: source(kv_observed, s) for s in (LOG, NATIVE)})
+    recompute_best = prefer(cfg, "recompute", {s: source(R("recomputed_tokens_per_computed_token", "ratio_rate{w}"), s)
+                                              for s in (LOG, NATIVE)})
     p50 = prefer(cfg, "batch_size", {s: source(R("decode_batch_size", "histogram_quantile_rate{w}"), s, 'quantile="0.5"')
                                      for s in (FPM, LOG)})
     queue = R("queue_requests", "max")
@@ -92,13 +94,14 @@ def scheduler_alerts(cfg: Config) -> list[Alert]:
               f"{num(bound.guard)}.\nNeeds the sidecar: SGLang's own metrics have no batch-size distribution and "
               f"no ceiling."),
         Alert("SGLangRecomputeShareHigh",
-              f"{R('recomputed_tokens_per_computed_token', 'ratio_rate{w}')} > {num(recompute.threshold)}",
+              f"(\n{indent(recompute_best)}\n)\n> {num(recompute.threshold)}",
               "warning", 'A large share of SGLang\'s throughput is recomputation ("fake throughput").',
               f"""Scheduler {who} spent {{{{ $value | humanizePercentage }}}} of its computed tokens on recomputing
               retracted requests (threshold {percent(recompute.threshold)}) for {words(recompute.for_)}; the reported
               tokens/s overstate useful work by share / (1 - share) ({method.overstatement(recompute.threshold):.0%}
               at the threshold, {method.overstatement(0.18):.0%} at 18%).""",
-              "Share of computed tokens that are recomputed tokens of retracted requests (the sidecar only)."),
+              "Share of computed tokens that are recomputed tokens of retracted requests: the sidecar's\n"
+              "(#new_tokens_gained), else SGLang's own prefill_compute - effective input tokens (0.5.18+)."),
         Alert("SGLangQueueGrowing",
               prefer_condition(cfg, "queue_requests", growing_cond, {s: source(queue, s) for s in (LOG, NATIVE)}),
               "warning", "SGLang's waiting queue keeps growing.",

@@ -105,13 +105,18 @@ def _alerts() -> Mapping[str, Alerting]:
 #: sends) mapped to a few named classes, so that no rule, alert or panel has one series per value:
 #: ``(class, regex of the label value)``, the LAST matching entry wins; a value no entry matches is
 #: ``other``. By SGLang's default a larger value is scheduled first (``--schedule-low-priority-values-first``
-#: inverts that: swap the names). Ranges: high >= 1 (RE2 has no numeric ranges: by digits), default 0
-#: (and SGLang's default for requests without one), low <= -1.
+#: inverts that: swap the names). Ranges: high 1 .. 10^18 - 1 (RE2 has no numeric ranges: by digits), default 0,
+#: low -1 .. -(10^18 - 1), and ``unset``: a request sent without a priority, which SGLang schedules after every
+#: other (managers/scheduler.py ``_set_or_validate_priority`` gives it -sys.maxsize - 1, or sys.maxsize
+#: with --schedule-low-priority-values-first; its gauges print that integer, its tokenizer histograms
+#: an empty priority="": both seen on real 0.5.18 and 0.5.23 servers, tests/real_series/).
 PRIORITY_OTHER = "other"
+PRIORITY_UNSET = "unset"
 PRIORITY_CLASSES: tuple[tuple[str, str], ...] = (
-    ("high", "[1-9][0-9]*"),
+    ("high", "[1-9][0-9]{0,17}"),
     ("default", "0"),
-    ("low", "-[1-9][0-9]*"),
+    ("low", "-[1-9][0-9]{0,17}"),
+    (PRIORITY_UNSET, "-9223372036854775808|9223372036854775807"),
 )
 
 
@@ -136,6 +141,9 @@ def _precedence() -> Mapping[str, tuple[str, ...]]:
         "retractions": (LOG, NATIVE),
         # batch-size distribution: fpm observes every pass, the log one decode step in decode_log_interval
         "batch_size": (FPM, LOG),
+        # recompute share: the log's #new_tokens_gained (exact, every version from 2025-12-24; estimated
+        # before), else SGLang's prefill_compute - effective input tokens (0.5.18+)
+        "recompute": (LOG, NATIVE),
         # KV occupancy: the log observes every batch line; SGLang's sglang:token_usage is the same figure,
         # sampled once per scrape
         "kv_usage": (LOG, NATIVE),
@@ -195,6 +203,9 @@ class Config:
     priority_class_label: str = "priority_class"
     priority_classes: tuple[tuple[str, str], ...] = PRIORITY_CLASSES
     priority_other: str = PRIORITY_OTHER
+    #: The class of a request histogram's empty priority="" (a request sent without one; on the
+    #: scheduler's gauges the empty value is the total instead).
+    priority_unset: str = PRIORITY_UNSET
     #: Which source wins per figure where several describe one scheduler (see _precedence).
     precedence: Mapping[str, tuple[str, ...]] = field(default_factory=_precedence)
     #: The range of every rate of the recording rules (alerts add their for: on top).

@@ -182,12 +182,16 @@ def scheduler_ref(cfg: Config) -> str:
                    for label in cfg.scheduler_labels[:-1]) + f"{last}={{{{ $labels.{last} }}}}"
 
 
-def priority_class(cfg: Config, expr: str) -> str:
+def priority_class(cfg: Config, expr: str, *, empty_is_unset: bool = False) -> str:
     """``expr`` (series with SGLang's raw ``priority`` label) given ``priority_class``: the last entry
     of ``cfg.priority_classes`` whose regex matches the whole value, else ``priority_other`` (any
-    non-empty value). Select ``priority!=""`` first: the empty value is SGLang's total."""
+    non-empty value). The empty value: on the scheduler's gauges SGLang's total (select
+    ``priority!=""`` first); on the tokenizer's request histograms a request sent without a priority
+    (``empty_is_unset``: class ``priority_unset``)."""
     dst = cfg.priority_class_label
     expr = _label_replace(expr, dst, cfg.priority_other, "priority", ".+")
+    if empty_is_unset:
+        expr = _label_replace(expr, dst, cfg.priority_unset, "priority", "")
     for name, regex in cfg.priority_classes:
         expr = _label_replace(expr, dst, name, "priority", regex)
     return expr

@@ -226,7 +226,8 @@ def native_rules(cfg: Config) -> list[Recording]:
     """SGLang's own /metrics (``source="sglang_metrics"``), names as SGLang serves them (``sglang:``).
 
     Versions: the pass and retraction counters since 0.5.7 (prefill passes since 0.5.10), queue_time
-    since 0.5.3, token_usage and the queue gauges since 0.4.0, max_total_num_tokens since 0.5.6."""
+    since 0.5.3, token_usage and the queue gauges since 0.4.0, max_total_num_tokens since 0.5.6,
+    prefill_effective_tokens_total (the recompute share) seen on 0.5.18 and 0.5.23."""
     w = cfg.rate_window
     R = cfg.record
 
@@ -242,6 +243,9 @@ def native_rules(cfg: Config) -> list[Recording]:
     def native(name: str, operation: str) -> str:
         return source(R(name, operation), NATIVE)
 
+    on = f"on ({by(cfg)})"
+    prefill_computed = rate("sglang:realtime_tokens_total", 'mode="prefill_compute"')
+    effective = rate("sglang:prefill_effective_tokens_total", 'mode="input"')
     queue = rate("sglang:queue_time_seconds_bucket", split=("le",))
     return [
         rule("batches", "rate{w}", summed(cfg, rate("sglang:cuda_graph_passes_total", split=("mode",))),
@@ -259,6 +263,19 @@ def native_rules(cfg: Config) -> list[Recording]:
              divide(cfg, rate("sglang:realtime_tokens_total", 'mode="decode"'), native("decode_steps", "rate{w}")),
              "Mean decode batch: decode tokens / decode passes (sglang:realtime_tokens_total, 0.5.8+). Exact "
              "without speculative decoding; with it, batch x accept length."),
+        # SGLang counts every prefill token it computes (prefill_compute: new input + the replay of
+        # retracted requests) and, apart, the input without those re-counts (prefill_effective input):
+        # the difference is the recompute of retracted requests (seen equal to the log's
+        # #new_tokens_gained on a real 0.5.23 server: 469 tokens, tests/real_series/)
+        rule("recomputed_tokens", "rate{w}", f"clamp_min(\n{indent(prefill_computed)}\n- {on}\n{indent(effective)},\n0\n)",
+             "Prefill tokens computed again for retracted requests, per second: sglang:realtime_tokens_total"
+             "{mode=\"prefill_compute\"} - sglang:prefill_effective_tokens_total{mode=\"input\"} (0.5.18+)."),
+        rule("computed_tokens", "rate{w}",
+             summed(cfg, rate("sglang:realtime_tokens_total", 'mode=~"prefill_compute|decode"', ("mode",))),
+             "All tokens computed per second: prefill (replays included) plus decode (sglang:realtime_tokens_total)."),
+        rule("recomputed_tokens_per_computed_token", "ratio_rate{w}",
+             divide(cfg, native("recomputed_tokens", "rate{w}"), native("computed_tokens", "rate{w}")),
+             "Recompute share from SGLang's own counters (the sidecar's, from the log, wins where both exist)."),
         rule("kv_usage_observed", "mean_rate{w}",
              per_group(cfg, lambda s: f"avg_over_time({s}[{w}])", "sglang:token_usage", native=True),
              "Mean KV-cache occupancy over the window (sglang:token_usage: the same figure as the log's token "
@@ -296,7 +313,7 @@ def headline_rules(cfg: Config) -> list[Recording]:
 
 
 def server_rules(cfg: Config) -> list[Recording]:
-    """SGLang's request latency (TTFT, ITL, E2E), per server: its tokenizer process observes every
+    """SGLang's request latency (TTFT, ITL, E2E, per-request TPOT), per server: its tokenizer process observes every
     request of every scheduler. Summed over its request labels (is_streaming, priority, custom labels)
     per target first, then the targets of one group merged with max."""
     w = cfg.rate_window
@@ -304,7 +321,9 @@ def server_rules(cfg: Config) -> list[Recording]:
     rules = []
     for metric, what in (("time_to_first_token_seconds", "time to first token"),
                          ("inter_token_latency_seconds", "inter-token latency (per output token)"),
-                         ("e2e_request_latency_seconds", "end-to-end request latency")):
+                         ("e2e_request_latency_seconds", "end-to-end request latency"),
+                         ("request_time_per_output_token_seconds", "time per output token of each request "
+                                                                   "(after its first token; 0.5.22+)")):
         buckets = per_group(cfg, lambda s: f"sum by ({target}) (rate({s}[{w}]))", f"sglang:{metric}_bucket",
                             split=("le",), native=True, server=True)
         rules += _quantile_rules(cfg, metric, buckets, f"SGLang's {what} (sglang:{metric}).",
@@ -385,8 +404,10 @@ def priority_rules(cfg: Config) -> list[Recording]:
     (``priority_by``): SGLang's raw ``priority`` label (unbounded: any integer a client sends) mapped
     to the config's classes (``priority_classes``, :func:`~monitoring.promql.priority_class`). The
     queue gauges carry priority="<int>" per value plus priority="" (the total, left out here); the
-    tokenizer's TTFT and E2E histograms the request's priority. The sidecar's log lines carry no
-    priority: these come from SGLang's own /metrics only."""
+    tokenizer's TTFT and E2E histograms the request's priority, empty for a request sent without one
+    (class ``priority_unset``, as the scheduler's -sys.maxsize - 1 on the gauges), and are recorded
+    only for servers whose gauges split by priority. The sidecar's log lines carry no priority: these
+    come from SGLang's own /metrics only."""
     w = cfg.rate_window
     RP = cfg.record_priority
     cls = f"({', '.join(cfg.priority_by)})"
@@ -400,11 +421,16 @@ def priority_rules(cfg: Config) -> list[Recording]:
 
     target = ", ".join(dict.fromkeys((*cfg.server_by, "job", "instance", *cfg.group_default_from, "priority")))
 
+    server = f"({', '.join(cfg.server_by)})"
+
     def histogram(metric: str, part: str, split: tuple[str, ...] = ()) -> str:
+        # every request, priority="" (sent without one) too; only on servers whose scheduler splits its
+        # queue by priority (without priority scheduling the label is absent and all would be "unset")
         per_server = per_group(cfg, lambda s: f"sum by ({target}{''.join(', ' + x for x in split)}) (rate({s}[{w}]))",
-                               f"sglang:{metric}_{part}", 'priority!=""', split=("priority", *split),
-                               native=True, server=True)
-        return f"sum by ({', '.join((*cfg.priority_by, *split))}) (\n{indent(priority_class(cfg, per_server))}\n)"
+                               f"sglang:{metric}_{part}", split=("priority", *split), native=True, server=True)
+        classes = priority_class(cfg, per_server, empty_is_unset=True)
+        return (f"sum by ({', '.join((*cfg.priority_by, *split))}) (\n{indent(classes)}\n)\n"
+                f"and on {server}\ngroup by {server} (\n  {RP('num_queue_reqs', 'sum')}\n)")
 
     rules = [
         rule("num_queue_reqs", "sum", gauge("num_queue_reqs"),

@@ -191,6 +191,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
                      "--decode-log-interval", "5"),
                     Load(num_prompts=30, input_len=200, output_len=60, rate=4.0, seed=6),
                     env=(("SGLANG_CPU_OMP_THREADS_BIND", "0|1", "0.5.23"),)),)),
+    # issue 26: SGLang counts retractions and decode passes on every TP rank; the rules take one copy
+    Scenario("tp2", "(g) --tp-size 2 under KV pressure: two TP ranks, one scheduler, retractions",
+             (Start(("--tp-size", "2") + _KV_PRESSURE + ("--decode-log-interval", "5"),
+                    Load(num_prompts=60, input_len=200, output_len=200, rate=8.0, seed=4),
+                    env=(("SGLANG_CPU_OMP_THREADS_BIND", "0|1", "0.5.23"),)),)),
     Scenario("priority", "(e) --enable-priority-scheduling, requests of two priorities",
              (Start(("--enable-priority-scheduling", "--max-total-tokens", "3000", "--max-running-requests", "8",
                      "--decode-log-interval", "5"),

@@ -13,10 +13,12 @@ DP-attention series of 0.5.22 and the raw priority of the request histograms as 
   the queue gauges then add one series per priority);
 * which TP ranks write what: the retraction counters, the decode modes of
   ``cuda_graph_passes_total`` and ``queue_time_seconds`` on EVERY TP rank (identical copies), the
-  gauges, ``realtime_tokens_total`` and the prefill modes (0.5.10+) only on the first attention-TP
+  gauges, ``realtime_tokens_total`` and the prefill modes (0.5.10+), ``prefill_effective_tokens_total``
+  (modelled from 0.5.22; seen on 0.5.18 and 0.5.23) only on the first attention-TP
   rank of each DP group; ``max_total_num_tokens`` on every rank from 0.5.11 on;
 * the request latency histograms come from the tokenizer process: no rank labels; ``engine_type``
-  since 0.5.11, ``is_streaming`` on TTFT and E2E since 0.5.17.
+  since 0.5.11, ``is_streaming`` on TTFT and E2E since 0.5.17; the per-request TPOT histogram
+  ``request_time_per_output_token_seconds`` (ITL's buckets, ``is_streaming``) since 0.5.22.
 
 :class:`NativeServer` serves such an exposition over real HTTP (prometheus_client, as SGLang does),
 from counters the test advances. :func:`samples` gives the sample names and label sets of every
@@ -54,6 +56,11 @@ HELP = {
     "sglang:cuda_graph_passes_total": ("counter", "Total number of forward passes categorized by CUDA graph."),
     "sglang:realtime_tokens_total": ("counter", "Total number of tokens processed (updated on each log interval). "
                                                 "mode: prefill_compute, prefill_cache, decode."),
+    "sglang:prefill_effective_tokens_total": ("counter", "Effective prefill tokens with retracted-request re-counts "
+                                                         "excluded, updated on each log interval. mode: device_hit, "
+                                                         "host_hit, storage_hit, input. Windowed prefix cache hit "
+                                                         "rate = rate(sum of *_hit) / rate(sum of all modes); "
+                                                         "per-tier rate uses a single *_hit mode in the numerator."),
     "sglang:num_running_reqs": ("gauge", "The number of running requests."),
     "sglang:num_queue_reqs": ("gauge", "The number of requests in the waiting queue."),
     "sglang:token_usage": ("gauge", "The token usage."),
@@ -71,6 +78,8 @@ HELP = {
     "sglang:time_to_first_token_seconds": ("histogram", "Histogram of time to first token in seconds."),
     "sglang:inter_token_latency_seconds": ("histogram", "Histogram of inter-token latency in seconds."),
     "sglang:e2e_request_latency_seconds": ("histogram", "Histogram of End-to-end request latency in seconds"),
+    "sglang:request_time_per_output_token_seconds": ("histogram", "Per-request TPOT in seconds: (finished_time - "
+                                                     "first_token_time) / (completion_tokens - 1)."),
 }
 
 #: The modes of sglang:cuda_graph_passes_total: decode since 0.5.7, prefill since 0.5.10.
@@ -125,6 +134,8 @@ class Scheduler:
     prefill_passes: float = 0
     retracted_requests: float = 0
     decode_tokens: float = 0
+    prefill_input_tokens: float = 0     # the prompts' tokens computed once
+    prefill_recomputed_tokens: float = 0  # prefill tokens computed again for retracted requests
     running: float = 0
     queue: float = 0
     queue_by_priority: dict[str, float] = field(default_factory=dict)
@@ -132,7 +143,7 @@ class Scheduler:
     gen_throughput: float = 0
     max_total_num_tokens: float = 0
     queue_times: list[float] = field(default_factory=list)
-    running_by_priority: dict[str, float] = field(default_factory=dict)   # 0.5.22+ (seen on 0.5.23)
+    running_by_priority: dict[str, float] = field(default_factory=dict)   # 0.5.22+ (seen on 0.5.18, 0.5.23)
     dp_steps: dict[str, float] = field(default_factory=dict)              # rank_state -> steps, 0.5.22+
     dp_tokens: dict[str, float] = field(default_factory=dict)             # kind -> tokens, 0.5.22+
     imbalance_ratios: list[float] = field(default_factory=list)           # DP rank 0 only, 0.5.22+
@@ -145,6 +156,7 @@ class Tokenizer:
     ttft: list[tuple[float, bool]] = field(default_factory=list)     # (seconds, is_streaming)
     itl: list[float] = field(default_factory=list)
     e2e: list[tuple[float, bool]] = field(default_factory=list)
+    tpot: list[tuple[float, bool]] = field(default_factory=list)     # per request, 0.5.22+ (seen on 0.5.23)
     #: with priority scheduling (0.5.22+, seen on 0.5.23): the raw priorities the requests sent; every
     #: observation above is written once per priority (label priority="<int>")
     priorities: tuple[str, ...] = ()
@@ -233,6 +245,15 @@ class NativeServer:
             add("sglang:cuda_graph_passes_total", st.prefill_passes, mode="prefill_none")
         if st.decode_tokens:
             add("sglang:realtime_tokens_total", st.decode_tokens, mode="decode")
+        if st.prefill_input_tokens and s.at_least("0.5.10"):
+            # prefill_compute: new input plus the replay of retracted requests; "input" without those
+            # re-counts (0.5.18+: seen on the test bed's 0.5.18 and 0.5.23, modelled from 0.5.22)
+            add("sglang:realtime_tokens_total", st.prefill_input_tokens + st.prefill_recomputed_tokens,
+                mode="prefill_compute")
+            if s.at_least("0.5.22"):
+                for mode in ("input", "device_hit", "host_hit", "storage_hit"):
+                    add("sglang:prefill_effective_tokens_total", st.prefill_input_tokens if mode == "input" else 0,
+                        mode=mode)
         if st.max_total_num_tokens and not s.at_least("0.5.11"):
             add("sglang:max_total_num_tokens", st.max_total_num_tokens)
         add("sglang:num_running_reqs", st.running)
@@ -263,8 +284,9 @@ class NativeServer:
     def _tokenizer_series(self, fam: dict, base: dict[str, str]) -> None:
         s, t = self.shape, self.tokenizer
         for name, observations, bounds in (("sglang:time_to_first_token_seconds", t.ttft, TTFT_BUCKETS),
-                                           ("sglang:e2e_request_latency_seconds", t.e2e, E2E_BUCKETS)):
-            if not observations:
+                                           ("sglang:e2e_request_latency_seconds", t.e2e, E2E_BUCKETS),
+                                           ("sglang:request_time_per_output_token_seconds", t.tpot, ITL_BUCKETS)):
+            if not observations or (t.tpot is observations and not s.at_least("0.5.22")):
                 continue
             for streaming in (False, True) if s.at_least("0.5.17") else (None,):
                 labels = dict(base) if streaming is None else {**base, "is_streaming": str(streaming).lower()}
@@ -300,14 +322,17 @@ def busy(shape: Shape) -> NativeServer:
     server = NativeServer(shape)
     for st in server.schedulers.values():
         st.decode_passes, st.prefill_passes, st.retracted_requests, st.decode_tokens = 1000, 20, 30, 64000
+        st.prefill_input_tokens, st.prefill_recomputed_tokens = 12000, 470
         st.running, st.queue, st.token_usage, st.gen_throughput, st.max_total_num_tokens = 64, 12, 0.93, 2100, 87552
-        st.queue_by_priority = {"0": 4, "1": 8}
+        # a request sent without a priority is at -sys.maxsize - 1 (as real 0.5.18 and 0.5.23 print it)
+        st.queue_by_priority = {"0": 4, "1": 8, "-9223372036854775808": 0}
         st.queue_times = [0.05, 0.4, 2.5, 12]
-        st.running_by_priority = {"0": 24, "10": 40}
+        st.running_by_priority = {"0": 24, "10": 40, "-9223372036854775808": 0}
         st.dp_steps, st.dp_tokens = {"active": 900, "idle": 100}, {"scheduled": 64000, "imbalance": 9000}
         st.imbalance_ratios = [1.0, 1.2, 2.0]
     server.tokenizer = Tokenizer(ttft=[(0.3, True), (1.5, False)], itl=[0.02, 0.03], e2e=[(4.0, True), (9.0, False)],
-                                 priorities=("0", "10"))
+                                 tpot=[(0.025, True), (0.04, False)],
+                                 priorities=("0", "10", ""))  # "": the tokenizer's request without a priority
     return server
 
 
@@ -316,7 +341,7 @@ def busy(shape: Shape) -> NativeServer:
 SHAPES = (Shape("0.5.7", tp_size=2), Shape("0.5.10", tp_size=4, dp_size=2, priority_scheduling=True),
           Shape("0.5.17", tp_size=2, engine_type="decode"), Shape("0.5.17", tp_size=8, dp_size=8),
           Shape("0.5.22", tp_size=2, dp_size=2, priority_scheduling=True), Shape("0.5.22", tp_size=1, priority_scheduling=True),
-          Shape("0.5.22", tp_size=2, dp_size=2))
+          Shape("0.5.22", tp_size=2, dp_size=2), Shape("0.5.22", tp_size=1))
 
 
 def samples() -> dict[str, list[dict[str, str]]]:

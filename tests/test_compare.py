@@ -209,6 +209,23 @@ def test_a_missing_client_file_is_na_with_the_reason_and_one_can_be_named(tmp_pa
         LOGS[0].with_suffix(".jsonl").read_text().splitlines()[-1])["p99_ttft_ms"]
 
 
+def test_the_dp_rank_imbalance_is_the_reports_and_na_with_its_reason_for_one_rank(sweep):
+    """Issue 26: the DP ranks' running imbalance (max / mean, p90) of each run is the report's figure; the
+    sweep's single-rank runs give n/a with the report's reason."""
+    dp2 = [ROOT / "tests" / "corpus" / name for name in ("062-real-0.5.23-dp2-two-schedulers.log",
+                                                          "063-real-0.5.18-dp2-serverargs-repr.log")]
+    doc = _compare_json(*dp2)
+    by_spec = {r["spec"]: r for r in doc["runs"]}
+    for log in dp2:
+        report = json.loads(_cmd("report", "--format", "json", log).stdout)
+        want = report["dp_balance"]["running_imbalance"]["p90"]
+        assert want is not None and want >= 1
+        assert by_spec[str(log)]["figures"]["dp_running_imbalance_p90"]["value"] == want
+    for run in sweep["runs"]:
+        figure = run["figures"]["dp_running_imbalance_p90"]
+        assert figure["value"] is None and "one DP rank" in figure["reason"], figure
+
+
 @pytest.mark.parametrize("args, word", [
     (["/nonexistent/x.log"], "RUN"),
     ([str(LOGS[0]) + "=/nonexistent/c.jsonl"] if LOGS else ["x"], "client file"),

@@ -218,11 +218,12 @@ def test_latency_beside_the_batch_size():
     (latency_row,) = [r for r in rows if r["title"].startswith("Latency beside the batch size")]
     line = [p for p in board["panels"] if p["type"] != "row" and p["gridPos"]["y"] == latency_row["gridPos"]["y"] + 1]
     assert [p["title"] for p in line] == ["Actual batch size and its ceiling", "Time to first token",
-                                          "Inter-token latency", "End-to-end request latency"]
+                                          "Inter-token latency and time per output token", "End-to-end request latency"]
     batch, ttft, itl, e2e = ({t["legendFormat"]: t["expr"] for t in p["targets"]} for p in line)
     assert any("max_running_requests:max" in e for e in batch.values()) and \
         any('quantile="0.99"' in e for e in batch.values())
-    for panel, metric in ((ttft, "time_to_first_token"), (itl, "inter_token_latency"), (e2e, "e2e_request_latency")):
+    for panel, metric in ((ttft, "time_to_first_token"), (itl, "inter_token_latency"), (e2e, "e2e_request_latency"),
+                          (itl, "request_time_per_output_token")):  # SGLang 0.5.22's per-request TPOT
         quantiles = {e.split('quantile="')[1].split('"')[0] for e in panel.values() if f"group:sglang_{metric}" in e}
         assert quantiles == {"0.5", "0.99"}, metric
     (estimate,) = [legend for legend, e in itl.items() if "decode_step_seconds:estimate5m" in e]
@@ -267,9 +268,11 @@ _BARE = re.compile(r"(sglang_\w+)\{[^}]*\}(?: > 0)?")
 
 
 def _kind(expr: str) -> str:
-    """What a target draws: 'ratio' (a _ratio gauge, a ratio recording rule or a quotient), 'bytes'
-    (only _bytes metrics, no quotient), else 'other'."""
+    """What a target draws: 'factor' (max over mean across the DP ranks), 'ratio' (a _ratio gauge, a
+    ratio recording rule or a quotient), 'bytes' (only _bytes metrics, no quotient), else 'other'."""
     names = set(_RAW.findall(expr))
+    if re.search(r":max_over_mean_dp_rank\b|_dp_imbalance:ratio\b", expr):
+        return "factor"  # max / mean across the DP ranks: 1 and up, never a share
     if re.search(r":(?:\w*ratio\w*)\b|_usage(?:_observed)?:", expr) or (_BARE.fullmatch(expr) and expr.split("{")[0].endswith("_ratio")):
         return "ratio"
     if " / " in expr:
@@ -296,10 +299,13 @@ def test_units_match_what_is_drawn():
             if "ratio" in kinds:
                 assert unit == "percentunit" and kinds <= {"ratio", "quotient"}, (where, unit, kinds)
             if unit == "percentunit":
-                assert "other" not in kinds and "bytes" not in kinds, (where, kinds)
+                assert "other" not in kinds and "bytes" not in kinds and "factor" not in kinds, (where, kinds)
+            if "factor" in kinds:
+                assert unit == "none" and kinds == {"factor"}, (where, unit, kinds)
 
 
 def test_units_check_catches_mixed_panels():
+    assert _kind('group_stage:sglang_scheduler_kv_usage:max_over_mean_dp_rank{namespace=~"$namespace"}') == "factor"
     assert _kind('sglang_gpu_processes{gpu=~"$gpu"}') == "other"
     assert _kind('sglang_gpu_process_memory_used_bytes{gpu=~"$gpu"}') == "bytes"
     assert _kind('sglang_scheduler_pd_preallocated_usage_ratio{pod=~"$pod"}') == "ratio"
@@ -371,3 +377,35 @@ def test_on_call_row_figures_on_known_series(promtool, tmp_path):
                                     "tests": tests}))
     r = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_dp_ranks_and_priority_classes_rows():
+    """Issue 26: the DP ranks of a server side by side (running, queued, KV usage per rank from the most
+    exact source) with their imbalance over time against SGLangDPRankImbalance's threshold; per priority
+    class the queued and running requests, the first tokens and the TTFT p99 against
+    SGLangPriorityStarved's threshold."""
+    board = _dashboards()["sglang-scheduler.json"]
+    panels = {p["title"]: p for p in _panels(board)}
+
+    def exprs(title: str) -> str:
+        return "\n".join(t["expr"] for t in panels[title]["targets"])
+
+    for title, rule in (("Running requests per DP rank", "running_requests"), ("Queued requests per DP rank",
+                        "queue_requests"), ("KV cache usage per DP rank", "kv_usage")):
+        e = exprs(title)
+        assert f"group_dp_rank:sglang_scheduler_{rule}:max{{" in e and 'source="log"' in e and \
+            'source="sglang_metrics"' in e, title
+    over_time = panels["DP imbalance over time (max / mean across the ranks)"]
+    e = exprs(over_time["title"])
+    assert "group_stage:sglang_scheduler_dp_imbalance:ratio{" in e and "dp_rank=~" not in e  # one line per server
+    for rule in ("running_requests", "queue_requests", "kv_usage"):
+        assert f"group_stage:sglang_scheduler_{rule}:max_over_mean_dp_rank{{" in e
+    steps = over_time["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in steps] == [None, DEFAULT.alerts["SGLangDPRankImbalance"].threshold]
+    e = exprs("Queued and running requests per priority class")
+    assert "group_priority_class:sglang_num_queue_reqs:sum{" in e and "group_priority_class:sglang_num_running_reqs:sum{" in e
+    ttft = panels["Time to first token per priority class"]
+    assert 'quantile="0.99"' in exprs(ttft["title"])
+    steps = ttft["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in steps] == [None, DEFAULT.alerts["SGLangPriorityStarved"].threshold]
+    assert "{{priority_class}}" in "".join(t["legendFormat"] for t in ttft["targets"])

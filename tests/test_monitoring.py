@@ -71,8 +71,11 @@ def test_stages_are_a_one_line_change(promtool, tmp_path):
             assert all(m.startswith(("namespace, sglang_group, stage, dp_rank", "namespace, sglang_group, le",
                                      "namespace, sglang_group, priority"))
                        or m == "namespace, sglang_group, stage" for m in maxes), rule["record"]
+        # per scheduler, across the ranks; a per-class rule joins its server (the queue split by priority)
+        joins = ("namespace, sglang_group, stage, dp_rank", "namespace, sglang_group, stage",
+                 *(("namespace, sglang_group",) if rule["record"].startswith("group_priority_class:") else ()))
         for on in re.findall(r"on \(([^)]*)\)", rule["expr"]):
-            assert on in ("namespace, sglang_group, stage, dp_rank", "namespace, sglang_group, stage"), rule["record"]
+            assert on in joins, rule["record"]
     scheduler = [a for a in _rules(files["sglang-alerts.yml"]) if "Scheduler" in a["annotations"]["description"]
                  or "scheduler {{ with $labels.stage" in a["annotations"]["description"]]
     assert len(scheduler) == 8
@@ -118,7 +121,7 @@ def test_which_source_wins_is_the_config(promtool, tmp_path):
     r = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     assert set(DEFAULT.precedence) == {"batches", "retractions", "batch_size", "kv_usage", "running_requests",
-                                       "queue_requests", "queue_wait", "stale", "dp_imbalance"}
+                                       "queue_requests", "queue_wait", "stale", "dp_imbalance", "recompute"}
     for figure, sources in DEFAULT.precedence.items():
         assert len(set(sources)) == len(sources) and set(sources) <= {"log", "fpm", "sglang_metrics"}, figure
 
@@ -127,7 +130,7 @@ def test_record_names_come_from_the_config():
     assert DEFAULT.record("retractions_per_batch", "ratio_rate{w}") == \
         "group_dp_rank:sglang_scheduler_retractions_per_batch:ratio_rate5m"
     names = [r.record for r in recording.recording_rules(DEFAULT)]
-    assert len(names) == 71 and "group_dp_rank:sglang_scheduler_kv_capacity_requests:safe5m" in names
+    assert len(names) == 74 and "group_dp_rank:sglang_scheduler_kv_capacity_requests:safe5m" in names
     assert DEFAULT.record_server("time_to_first_token_seconds", "histogram_quantile_rate{w}") == \
         "group:sglang_time_to_first_token_seconds:histogram_quantile_rate5m"
     assert {g.name for g in alerts.groups(DEFAULT)} == {"sglang-scheduler.alerts", "sglang-exporter.alerts",
@@ -138,13 +141,16 @@ def test_record_names_come_from_the_config():
 def test_priority_classes_are_bounded_and_exclusive():
     """Every raw priority value SGLang may carry falls in exactly one named class of the config or in
     'other' (the last matching entry wins in the rules: no value may match two)."""
-    for value in ("0", "1", "10", "1000", "-1", "-20", "01", "x"):
+    for value in ("0", "1", "10", "1000", "-1", "-20", "01", "x", "-9223372036854775808", "9223372036854775807"):
         hits = [name for name, regex in DEFAULT.priority_classes if re.fullmatch(regex, value)]
         assert len(hits) <= 1, (value, hits)
     assert [n for n, r in DEFAULT.priority_classes if re.fullmatch(r, "10")] == ["high"]
     assert [n for n, r in DEFAULT.priority_classes if re.fullmatch(r, "0")] == ["default"]
     assert [n for n, r in DEFAULT.priority_classes if re.fullmatch(r, "-5")] == ["low"]
     assert not [n for n, r in DEFAULT.priority_classes if re.fullmatch(r, "01")]  # -> other
+    # a request sent without a priority: SGLang's -sys.maxsize - 1 (sys.maxsize with low values first)
+    for sentinel in ("-9223372036854775808", "9223372036854775807"):
+        assert [n for n, r in DEFAULT.priority_classes if re.fullmatch(r, sentinel)] == ["unset"]
 
 
 def test_check_passes_on_the_committed_tree():

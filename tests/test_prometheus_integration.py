@@ -327,7 +327,7 @@ def test_prometheus_scrapes_exporter_and_rules_compute_the_retraction_share(stac
     for key in [("sglang-scheduler.json", "Decode batch size percentiles vs the configured ceiling", "A"),
                 ("sglang-scheduler.json", "Queue wait", "A"),
                 ("sglang-scheduler.json", "Time to first token", "B"),
-                ("sglang-scheduler.json", "Inter-token latency", "C"),
+                ("sglang-scheduler.json", "Inter-token latency and time per output token", "E"),  # the step estimate
                 ("sglang-scheduler.json", "End-to-end request latency", "B"),
                 ("sglang-capacity.json", "KV capacity in requests vs ceiling and actual batch", "B"),
                 ("sglang-capacity.json", "Safe capacity (as alerted)", "A")]:

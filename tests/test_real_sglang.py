@@ -222,6 +222,15 @@ def test_each_dp_rank_is_its_own_scheduler_with_sglangs_counts(dp2):
         est = one(dp2.final, "sglang_scheduler_batches_total", phase="decode", dp_rank=rank)
         assert true - 5 <= est <= true, (rank, est, true)  # one interval (5) per rank
     assert len(dp2.report["schedulers"]) == 2
+    # the report's ranks side by side: each rank's stats lines are its Prefill lines (exact) and its
+    # Decode lines (decode steps / 5); the imbalance across the two ranks lies in [1, 2]
+    balance = dp2.report["dp_balance"]
+    assert balance["ranks"] == 2
+    for rank in ("0", "1"):
+        lines = (one(dp2.final, "sglang_scheduler_batches_total", phase="prefill", dp_rank=rank)
+                 + one(dp2.final, "sglang_scheduler_batches_total", phase="decode", dp_rank=rank) / 5)
+        assert balance["per_rank"][rank]["lines"] == lines, rank
+    assert balance["running_imbalance"]["count"] > 0 and 1 <= balance["running_imbalance"]["max"] <= 2
 
 
 # --- (e) --enable-priority-scheduling with two priorities ------------------------------------------
@@ -237,6 +246,9 @@ def test_priority_scheduling_changes_no_log_figure(priority):
     same scrape agree in most scrapes (the same timing argument as at interval 1, one line per 5
     decode steps here, so within a few requests)."""
     assert batches(priority.final, "prefill") == sglang_passes(priority, "prefill")
+    classes = priority.report["priority_classes"]  # n/a, saying why, and that the server had it on
+    assert classes["priority_scheduling"] == "on" and classes["classes"] is None
+    assert classes["not_available"]["classes"].startswith("the scheduler log carries no priority")
     pairs = [(s, side) for _, label, s, side in priority.pairs if label.startswith("t")]
     assert pairs
     for s, side in pairs:

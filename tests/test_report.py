@@ -212,7 +212,7 @@ def test_nearest_rank_percentiles():
 def _shape(obj, path=""):
     """Key paths of a document; free-form maps and lists are leaves."""
     if isinstance(obj, dict) and path not in ("startup.server_args", "kv_capacity.model",
-                                              "kv_capacity.capacity_requests_by_pool") \
+                                              "kv_capacity.capacity_requests_by_pool", "dp_balance.per_rank") \
             and not path.endswith("not_available"):
         out = set()
         for k, v in obj.items():
@@ -223,8 +223,8 @@ def _shape(obj, path=""):
 
 
 TOP_KEYS = ["schema", "inputs", "lines", "span", "schedulers", "settings", "batch_size", "retractions",
-            "throughput", "kv_capacity", "queue_latency", "scenario", "checklist", "startup", "timeline",
-            "stages"]
+            "throughput", "kv_capacity", "queue_latency", "dp_balance", "priority_classes", "scenario", "checklist",
+            "startup", "timeline", "stages"]
 
 
 def test_json_keys_are_stable_across_logs():

@@ -320,3 +320,4 @@ def test_the_rules_read_sglangs_names_in_either_spelling(tmp_path):
             name for name in openmetrics if name.replace("sglang_", "sglang:", 1) == read]
         for ours in ("sglang_scheduler_batches_total", "sglang_exporter_build_info", "sglang_gpu_up"):
             assert not re.fullmatch(selector, ours)
+

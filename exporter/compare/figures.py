@@ -58,6 +58,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("kv_usage_p90", "KV p90", "log", ("batch_size", "kv_usage", "p90"), EXACT, "share", 0),
     Column("queue_wait_seconds", "queue wait", "log", ("queue_latency", "mean_wait_seconds_littles_law"),
            ESTIMATED, "s", 2),
+    # max / mean of the DP ranks' #running-req at each stats line (n/a with one DP rank, with the reason)
+    Column("dp_running_imbalance_p90", "DP imb p90", "log", ("dp_balance", "running_imbalance", "p90"),
+           ESTIMATED, "", 2),
     Column("request_throughput", "req/s", "client", ("request_throughput",), CLIENT, "/s", 2),
     Column("output_throughput", "out tok/s", "client", ("output_throughput",), CLIENT, "/s", 1),
     Column("median_ttft_ms", "TTFT p50", "client", ("median_ttft_ms",), CLIENT, "ms", 0),

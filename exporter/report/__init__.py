@@ -5,8 +5,8 @@ throughput real. The data flow, one module each:
 
 ``read`` (lines -> parser + scheduler state + per-line samples) -> ``basis`` (the facts every section
 shares) -> one module per checklist section, each declaring its figures' domains (``batch``,
-``retractions``, ``throughput``, ``kv``, ``queue``, ``scenario``, ``startup``; ``header`` for what was
-read) -> ``analyse`` (the document) -> ``schema`` (its keys and domains) -> ``text`` / ``html`` /
+``retractions``, ``throughput``, ``kv``, ``queue``, ``ranks`` (the DP ranks side by side),
+``classes`` (priority classes), ``scenario``, ``startup``; ``header`` for what was read) -> ``analyse`` (the document) -> ``schema`` (its keys and domains) -> ``text`` / ``html`` /
 ``plots`` (via ``rows``) and ``baseline`` (two documents compared); ``cli`` runs it. The names taken
 from the rest of the exporter are imported in ``upstream`` only. No module imports this package's
 ``__init__``, so there is no import circle.

@@ -9,7 +9,7 @@ SGLang's schedulers, usually none), so that two stages are never one story.
 
 from __future__ import annotations
 
-from . import batch, header, kv, queue, retractions, scenario, startup, throughput
+from . import batch, classes, header, kv, queue, ranks, retractions, scenario, startup, throughput
 from .basis import basis
 from .files import InputFile
 from .read import Recorder
@@ -67,6 +67,8 @@ def _analyse(rec: Recorder, inputs: list[InputFile], window: float, model_config
         "throughput": throughput.section(b),
         "kv_capacity": kv_capacity,
         "queue_latency": queue_latency,
+        "dp_balance": ranks.section(b),
+        "priority_classes": classes.section(b),
         "scenario": scene,
         "checklist": scenario.checklist(b, window, scene, retraction, kv_capacity, queue_latency),
         "startup": startup.section(b, expect),

@@ -17,7 +17,8 @@ from .domains import AMOUNT, COUNT, FREE, LABEL, SIGNED, ListOf, MapOf, Record
 BASELINE_SCHEMA = "sglang-exporter-report-baseline/1"
 
 #: Figures compared: (dotted key, label, kind, better direction: +1 up, -1 down, 0 neutral).
-#: Kinds: ``share`` (in [0, 1], shown as %), ``count``, ``tokens``, ``rate`` (per second), ``seconds``.
+#: Kinds: ``share`` (in [0, 1], shown as %), ``count``, ``tokens``, ``rate`` (per second), ``seconds``,
+#: ``factor`` (max / mean across the DP ranks, 1 and up).
 COMPARED = (
     ("batch_size.decode.p50", "decode batch p50", "count", 0),
     ("batch_size.decode.p99", "decode batch p99", "count", 0),
@@ -39,6 +40,7 @@ COMPARED = (
     ("queue_latency.decode_step_seconds", "decode step time", "seconds", -1),
     ("queue_latency.queue_wait_seconds.p99", "queue wait p99", "seconds", -1),
     ("queue_latency.e2e_latency_seconds.p99", "e2e latency p99", "seconds", -1),
+    ("dp_balance.running_imbalance.p90", "DP running imbalance p90 (max / mean)", "factor", -1),
     ("settings.max_running_requests", "max_running_requests", "count", 0),
     ("settings.max_total_num_tokens", "max_total_num_tokens", "tokens", 0),
     ("settings.decode_log_interval", "decode_log_interval", "count", 0),

@@ -63,6 +63,7 @@ class DecodeRow(NamedTuple):
     mamba_ratio: float | None
     after_idle: bool
     pd_decode: bool
+    seq: int = 0  # the scheduler line's number in read order (orders the ranks' lines of one second)
 
 
 class PrefillRow(NamedTuple):
@@ -77,6 +78,7 @@ class PrefillRow(NamedTuple):
     kv_ratio: float | None
     running: int | None
     decode_lines: int = 0
+    seq: int = 0  # as DecodeRow.seq
 
 
 class RetractionRow(NamedTuple):
@@ -293,7 +295,7 @@ class Recorder:
                 self.usage_rejected += 1
             samples = self._replica(origin)
             samples.prefill.append(PrefillRow(t, ev.new_seq, ev.new_token, ev.cached_token, ev.queue_req, kv,
-                                              ev.running_req, len(samples.decode)))
+                                              ev.running_req, len(samples.decode), self.scheduler_lines))
             if ev.running_req == 0:
                 samples.idle = True
         elif kind is Retraction:
@@ -349,7 +351,8 @@ class Recorder:
         samples.decode.append(DecodeRow(
             t, ev.running_req, ev.queue_req, kv, kvu.used_tokens, main, ev.gen_throughput, ev.accept_len,
             prealloc, swa_used, swa_ratio, mamba_used, mamba_ratio, after_idle,
-            ev.preallocated_usage is not None or (bool(pd) and ("prealloc" in pd or "transfer" in pd))))
+            ev.preallocated_usage is not None or (bool(pd) and ("prealloc" in pd or "transfer" in pd)),
+            self.scheduler_lines))
 
     @property
     def unestimated_retractions(self) -> int:

@@ -199,6 +199,37 @@ def _queue(q: dict) -> list[tuple[str, str]]:
     ]
 
 
+def _factor(sec: dict, key: str) -> str:
+    """A distribution of max / mean factors (``p50 1.2, p90 1.8, max 2 (mean 1.3, n=40)``), or n/a."""
+    return dist(sec[key], 2) if sec.get(key) else fig(sec, key)
+
+
+def _dp_ranks(d: dict) -> list[tuple[str, str]]:
+    ranks = ", ".join(f"DP{dp} {plural(r['lines'], 'line')}, running {num(r['running_mean'], 1)}, queue "
+                      f"{num(r['queue_mean'], 1)}, KV {pct(r['kv_usage_mean'])}" for dp, r in d["per_rank"].items()
+                      if r["running_mean"] is not None or r["queue_mean"] is not None)
+    rows = [("DP ranks (mean per stats line)", ranks or f"{num(d['ranks'])} with stats lines")]
+    if d["samples"] is None:  # one reason for every figure
+        return rows + [("imbalance across the ranks", fig(d, "samples"))]
+    return rows + [
+        ("samples (stats lines, two or more ranks reporting)", num(d["samples"])),
+        ("running requests, max / mean across ranks", _factor(d, "running_imbalance")),
+        ("queue, max / mean across ranks", _factor(d, "queue_imbalance")),
+        ("KV usage, max / mean across ranks", _factor(d, "kv_usage_imbalance")),
+        ("share of ranks idle (0 running)", dist(d["idle_rank_share"], 0, 100, "%") if d["idle_rank_share"]
+         else fig(d, "idle_rank_share")),
+        (f"samples above {method.DP_IMBALANCE_HIGH:g} (> {method.DP_IMBALANCE_MIN_RUNNING} running per rank)",
+         share(d, "above_threshold_share")),
+    ]
+
+
+def _classes(c: dict) -> list[tuple[str, str]]:
+    table = fig(c, "classes") if c["classes"] is None else "; ".join(
+        f"{name}: {num(r['requests'])} requests, TTFT p99 {num(r['ttft_p99_seconds'], 3, ' s')}"
+        for name, r in c["classes"].items())
+    return [("priority scheduling (server_args)", c["priority_scheduling"]), ("per-class figures", table)]
+
+
 def _expect_row(c: dict) -> str:
     if c["status"] == "unchecked":
         return f"unchecked: expected {c['expected']}; the log's start-up lines cannot show it"
@@ -220,6 +251,8 @@ def sections(doc: dict) -> list[tuple[str, list[tuple[str, str]], dict | None]]:
         ("3. Throughput truth", _throughput(doc["throughput"]), doc["throughput"]["verdict"]),
         ("4. KV capacity", _kv(doc["kv_capacity"]), doc["kv_capacity"]["verdict"]),
         ("5. Queue and latency", _queue(doc["queue_latency"]), doc["queue_latency"]["verdict"]),
+        ("DP ranks", _dp_ranks(doc["dp_balance"]), doc["dp_balance"]["verdict"]),
+        ("Priority classes", _classes(doc["priority_classes"]), None),
         ("6. Scenario", [("saturation signals", "; ".join(doc["scenario"]["saturation_signals"]) or "none")],
          doc["scenario"]["verdict"]),
         ("Start-up parameters", startup, st["verdict"]),

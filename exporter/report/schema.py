@@ -8,7 +8,7 @@ domains; :func:`enforce` is the last-resort guard that turns such a value into `
 
 from __future__ import annotations
 
-from . import baseline, batch, header, kv, queue, retractions, scenario, startup, throughput
+from . import baseline, batch, classes, header, kv, queue, ranks, retractions, scenario, startup, throughput
 from .domains import LABEL, UNEXPECTED, ListOf, MapOf, Record, dotted
 from .domains import violations as _violations
 
@@ -17,10 +17,11 @@ BASELINE_SCHEMA = baseline.BASELINE_SCHEMA
 
 #: Top-level keys of a single report, in order (stable: the JSON contract).
 TOP_KEYS = ("schema", "inputs", "lines", "span", "schedulers", "settings", "batch_size", "retractions",
-            "throughput", "kv_capacity", "queue_latency", "scenario", "checklist", "startup", "timeline", "stages")
+            "throughput", "kv_capacity", "queue_latency", "dp_balance", "priority_classes", "scenario", "checklist", "startup", "timeline", "stages")
 #: The sections whose figures carry an n/a reason in ``not_available``.
 FIGURE_SECTIONS = {"batch_size": batch.DOMAINS, "retractions": retractions.DOMAINS,
-                   "throughput": throughput.DOMAINS, "kv_capacity": kv.DOMAINS, "queue_latency": queue.DOMAINS}
+                   "throughput": throughput.DOMAINS, "kv_capacity": kv.DOMAINS, "queue_latency": queue.DOMAINS,
+                   "dp_balance": ranks.DOMAINS, "priority_classes": classes.DOMAINS}
 
 #: One SGLang Omni stage's document (``stages.<name>``): a single report without ``stages``.
 STAGE_DOCUMENT = Record({

@@ -22,6 +22,7 @@ from __future__ import annotations
 from ..config import FPM, LOG, NATIVE, Config
 from ..promql import num, percent
 from .panels import Merged, Scope, dashboard, graph, grid, heat, recorded, row, single
+from .ranks import dp_rank_row, priority_row
 
 
 def build(cfg: Config):
@@ -120,11 +121,14 @@ def build(cfg: Config):
         "server observes it.",
         "s", latency("time_to_first_token_seconds"), w=6, lo=0))
     b = b.with_panel(graph(
-        "Inter-token latency",
-        "P50 and P99 of SGLang's sglang:inter_token_latency_seconds (per output token), per server. With the "
-        "sidecar alone the decode step time ESTIMATE stands in, per scheduler: #running-req / gen throughput of "
-        "the Decode batch lines (seconds per step; per output token with speculative decoding).",
+        "Inter-token latency and time per output token",
+        "P50 and P99 of SGLang's sglang:inter_token_latency_seconds (per output token) and of its per-request "
+        "TPOT sglang:request_time_per_output_token_seconds (each request's decode time / its output tokens after "
+        "the first, 0.5.22+), per server: what a larger batch costs every request. With the sidecar alone the "
+        "decode step time ESTIMATE stands in, per scheduler: #running-req / gen throughput of the Decode batch "
+        "lines (seconds per step; per output token with speculative decoding).",
         "s", [*latency("inter_token_latency_seconds"),
+              *((e, legend.replace("P", "TPOT P", 1)) for e, legend in latency("request_time_per_output_token_seconds")),
               (m.source(R("decode_step_seconds", "estimate{w}"), LOG), f"decode step (estimate) {m.legend}")],
         w=6, lo=0))
     b = b.with_panel(graph(
@@ -154,11 +158,13 @@ def build(cfg: Config):
     b = b.with_panel(single(
         "Only the sidecar adds",
         "Figures SGLang's own metrics cannot give (empty without the sidecar): retraction EVENTS per batch (SGLang "
-        "counts requests), the recompute share (\"fake throughput\"), and the decode batch p50 against the ceiling "
-        "(the KV-bound diagnosis). Below, also from the sidecar only: the batch-size distribution, #pending-token, "
-        "new_token_ratio, PD queues and speculative accept rates.",
+        "counts requests) and the decode batch p50 against the ceiling (the KV-bound diagnosis); beside them the "
+        "recompute share (\"fake throughput\") from each source: the log's #new_tokens_gained, and SGLang's own "
+        "prefill_compute - effective input tokens (0.5.18+). Below, also from the sidecar only: the batch-size "
+        "distribution, #pending-token, new_token_ratio, PD queues and speculative accept rates.",
         "percentunit", [(events_share, f"retraction events / batch {m.legend}"),
-                        (m.of(R("recomputed_tokens_per_computed_token", "ratio_rate{w}")), f"recompute share {m.legend}"),
+                        (m.of(R("recomputed_tokens_per_computed_token", "ratio_rate{w}")),
+                         f"recompute share {m.sourced}"),
                         (of_ceiling_best(0.5), f"decode p50 / ceiling {m.legend}")], w=8, h=8, lo=0))
 
     b = b.with_row(row("Batch size: an outcome, not a setting (sidecar)"))
@@ -286,6 +292,9 @@ def build(cfg: Config):
         "Admissions",
         "Requests admitted from the waiting queue per second (#new-seq, less a continuing chunk).",
         "reqps", [(s.rate("sglang_scheduler_admitted_requests_total"), leg)], w=8, lo=0))
+
+    b = dp_rank_row(b, cfg)
+    b = priority_row(b, cfg)
 
     b = b.with_row(row("Speculative decoding and PD disaggregation (sidecar)"))
     b = b.with_panel(graph(
