@@ -41,8 +41,15 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CORPUS = os.path.normpath(os.path.join(_HERE, "..", "tests", "corpus"))
 
 
+#: SGLang Omni's own line format (``2026-12-01 19:47:25,340 [INFO] ...``; corpus 064-066): a pipeline's
+#: log, not an SGLang server's, so left out of the bench log (such lines take the stage attribution's
+#: per-line path, and a few of them in every block would measure that path instead).
+_OMNI_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} \[[A-Z]{4,8}\] ")
+
+
 def corpus_lines(corpus_dir: str) -> dict[str, list[str]]:
-    """Corpus lines grouped by kind (``decode``, ``prefill``, ``retraction``, ``malformed``, ``other``)."""
+    """Corpus lines grouped by kind (``decode``, ``prefill``, ``retraction``, ``malformed``, ``other``);
+    SGLang Omni's lines are left out (``_OMNI_LINE``)."""
     from exporter.events import KIND_OF
     from exporter.sources.log.parser import Malformed, parse_line
 
@@ -55,7 +62,7 @@ def corpus_lines(corpus_dir: str) -> dict[str, list[str]]:
             lines = f.read().split("\n")
         for i, line in enumerate(lines):
             line = line.rstrip("\r")
-            if (i < 3 and line.startswith("# ")) or not line:
+            if (i < 3 and line.startswith("# ")) or not line or _OMNI_LINE.match(line):
                 continue
             ev = parse_line(line)
             if ev is None:
