@@ -42,7 +42,8 @@ USAGE = f"""\
 {PROG} --log.path PATH [OPTIONS]
        {PROG} --one-shot --log.path PATH [OPTIONS]
        {PROG} --demo [OPTIONS]
-       {PROG} report PATH...   (options: {PROG} report --help)"""
+       {PROG} report PATH...   (options: {PROG} report --help)
+       {PROG} compare RUN...   (runs of a sweep side by side: {PROG} compare --help)"""
 
 EXAMPLES = f"""\
 examples:

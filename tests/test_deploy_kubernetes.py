@@ -397,3 +397,33 @@ def test_the_server_containers_own_pythonpath_and_hooks_are_kept(tmp_path):
     by_name = {e["name"]: e["value"] for e in server["env"]}
     assert by_name == {"PYTHONPATH": "/opt/my-plugins", "HF_HOME": "/models",
                        "SGLANG_LOGGING_CONFIG_PATH": "/etc/sglang-exporter-logging/logging.json"}
+
+
+def test_the_omni_guides_kubernetes_snippets_render_as_they_say(tmp_path):
+    """docs/sglang-omni.md: its server container and its kustomization (the sidecar's settings as a
+    patch after the component) render with the sidecar reading the file Omni's command tees to, the
+    stages' decode intervals set, and the shim on the server's PYTHONPATH (a fresh user found the
+    sidecar's LOG__PATH, written in the Deployment itself, replaced by the component's)."""
+    import re
+    guide = (ROOT / "docs" / "sglang-omni.md").read_text()
+    server = yaml.safe_load(re.search(r"```yaml\n(# kubectl create configmap sglang-omni-shim.*?)```", guide, re.S).group(1))
+    kustomization = yaml.safe_load(re.search(r"```yaml\n# your kustomization.yaml\n(.*?)```", guide, re.S).group(1))
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / kustomization["resources"][0]).write_text(yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "sglang-omni", "labels": {"sglang-exporter/sidecar": "true"}},
+        "spec": {"selector": {"matchLabels": {"app": "omni"}}, "template": {
+            "metadata": {"labels": {"app": "omni"}},
+            "spec": {"containers": [{**server["containers"][0], "image": "omni:0.1.9"}], "volumes": server["volumes"]}}}}))
+    kustomization["components"] = [os.path.relpath(K8S / "base", app)]
+    (app / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    pod = one_object(render(app), "Deployment", "sglang-omni")["spec"]["template"]["spec"]
+    sidecar = {e["name"]: e.get("value") for e in sidecar_of(pod)["env"]}
+    [omni] = [c for c in pod["containers"] if c["name"] == "sglang"]
+    tee = re.search(r"tee -a (\S+?)\)", omni["command"][-1]).group(1)
+    assert sidecar["SGLANG_EXPORTER_LOG__PATH"] == tee
+    assert sidecar["SGLANG_EXPORTER_SGLANG__STAGE_DECODE_LOG_INTERVALS"] == "thinker=40,talker_ar=40"
+    assert sidecar["SGLANG_EXPORTER_GPU__UUIDS_FILE"] in omni["command"][-1]  # Omni writes it itself
+    assert omni["command"][-1].split("; ")[-1].startswith("exec sgl-omni serve")  # SIGTERM reaches Omni
+    assert {e["name"]: e["value"] for e in omni["env"]}["PYTHONPATH"] == "/opt/sglang-omni-shim"

@@ -179,3 +179,17 @@ def test_a_relative_runbook_base_is_refused_in_one_line(tmp_path):
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "--runbook-base" in r.stderr and "'docs/runbook.md'" in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_every_alert_is_listed_in_the_alerts_page_and_the_thresholds_table():
+    """docs/alerts.md's list and runbook.md's threshold table name every shipped alert (a new alert
+    left out of both was missed by a reader of the docs: SGLangDPRankImbalance, SGLangPriorityStarved)."""
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "sglang-alerts.yml").read_text())
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    assert len(alerts) > 20
+    page = (ROOT / "docs" / "alerts.md").read_text().split("\n## Alerts\n", 1)[1].split("\n## ", 1)[0]
+    assert sorted(a for a in alerts if f"`{a}`" not in page) == []
+    runbook = (ROOT / "docs" / "runbook.md").read_text().split("\n## Thresholds\n", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip() for line in runbook.splitlines() if line.startswith("| SGLang")}
+    assert sorted(alerts - rows - {"SGLangExporterDown", "SGLangExporterLogFileMissing", "SGLangGPUNVMLDown",
+                                    "SGLangGPUXidErrors", "SGLangGPUMemoryErrors"}) == []

@@ -481,3 +481,21 @@ def test_capacity_of_several_dp_ranks_says_per_rank():
     assert (k["dp_ranks"], k["capacity_scope"]) == (5, "per DP rank")
     assert "per DP rank" in k["verdict"]["text"]
     assert "per DP rank (5 ranks)" in text(from_files(CORPUS / "024-dp-attention-mtp-dp-tp-tags.log"))
+
+
+def test_an_omni_log_without_server_args_gets_omnis_advice_and_the_assumed_interval_is_said(capsys):
+    """A real SGLang Omni 0.1.9 log (corpus 064) never has server_args: the report no longer tells
+    its user to restart at --log-level info (Omni prints none at any level) but names the setting
+    that can say; without it the batches row says the decode figures rest on an assumed interval."""
+    omni = next(p for p in corpus_files() if p.name.startswith("064-real-omni"))
+    assert cli.main(["report", str(omni)]) == 0
+    out = capsys.readouterr().out
+    assert "--log-level info and keep the start-up lines" not in out
+    assert out.count("SGLang Omni prints none at any log level") >= 1
+    assert "Decode lines x 40, assumed: SGLang's default" in out
+    assert cli.main(["report", "--stage-decode-log-intervals", "thinker=1,talker_ar=1", str(omni)]) == 0
+    out = capsys.readouterr().out
+    assert "assumed" not in out.split("Decode lines x 1")[1][:40]
+    plain = next(p for p in corpus_files() if p.name.startswith("001"))
+    assert cli.main(["report", str(plain)]) in (0, 3)
+    assert "--log-level info and keep the start-up lines" in capsys.readouterr().out

@@ -39,7 +39,7 @@ def table(doc: dict) -> tuple[list[str], list[str], list[list[str]], list[str]]:
     """``(headers, kinds, rows, notes)``: the table's cells with n/a cells as ``n/a[k]`` and note k its reason."""
     cols = [BY_KEY[c["key"]] for c in doc["columns"]]
     swept = doc["swept"] or "setting"
-    headers = [swept, "runs"] + [c.label for c in cols]
+    headers = [swept, "runs"] + [f"{c.label} {c.unit}" if c.unit in ("ms", "s") else c.label for c in cols]
     first = doc["groups"][0]["figures"] if doc["groups"] else {}
     kinds = ["", ""] + [_kind(first.get(c.key, {}).get("kind", c.kind)) for c in cols]
     notes: list[str] = []

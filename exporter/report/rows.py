@@ -99,6 +99,13 @@ def _batch(b: dict) -> list[tuple[str, str]]:
     ]
 
 
+def _interval_source(r: dict) -> str:
+    """Where the decode interval came from; an assumed one says so where the figure is read."""
+    if r["decode_log_interval_source"] == "default":
+        return "assumed: SGLang's default, not in the log; decode figures rest on it"
+    return r["decode_log_interval_source"]
+
+
 def _retractions(r: dict) -> list[tuple[str, str]]:
     shares = [w["share"] for w in r["windows"] if w["share"] is not None]
     windows = (f"peak {pct(r['peak_window_share'], 2)}, {r['windows_above_rule']} of "
@@ -110,7 +117,7 @@ def _retractions(r: dict) -> list[tuple[str, str]]:
          + (f"; printed by {r['replicas_reporting']} replicas, counted once" if r["replicas_reporting"] > 1 else "")),
         ("KV tokens freed (#new_tokens_gained)", num(r["freed_tokens"])),
         ("batches", f"{num(r['batches'])} = {num(r['prefill_batches'])} prefill + {num(r['decode_steps'])} decode "
-                    f"steps (Decode lines x {r['decode_log_interval']}, {r['decode_log_interval_source']})"),
+                    f"steps (Decode lines x {r['decode_log_interval']}, {_interval_source(r)})"),
         (f"retraction share of batches (rule: {method.RETRACTION_RULE:.0%})", share(r, "share_of_batches", 2)),
         (f"per {r['window_seconds']:g}-s window", windows),
         ("latest new_token_ratio", fig(r, "latest_new_token_ratio", 4)),
@@ -129,7 +136,7 @@ def _throughput(t: dict) -> list[tuple[str, str]]:
         ("useful tokens", fig(t, "useful_tokens")),
         ("recompute share of computed tokens", share(t, "recompute_share")),
         ("tokens/s computed vs useful", rates),
-        ("SGLang gen throughput (Decode lines)", dist(t["sglang_gen_throughput"])),
+        ("SGLang gen throughput (Decode lines, tok/s)", dist(t["sglang_gen_throughput"])),
         ("cache-hit ratio (#cached-token / prompt tokens)", share(t, "cache_hit_ratio")),
     ]
 

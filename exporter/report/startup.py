@@ -25,6 +25,14 @@ DOMAINS = {
 CAPACITY_FIELDS = ("max_running_requests", "chunked_prefill_size", "max_total_num_tokens", "max_prefill_tokens",
                    "context_len")
 NO_SERVER_ARGS = ("start the server at --log-level info and keep the start-up lines")
+#: SGLang Omni never prints ``server_args`` (0.1.9: at any level; docs/sglang-omni.md).
+NO_SERVER_ARGS_OMNI = ("SGLang Omni prints none at any log level: give each stage's decode interval with "
+                       "--stage-decode-log-intervals")
+
+
+def _no_server_args(b: Basis) -> str:
+    """What to do about a log without ``server_args``: SGLang's advice, or Omni's."""
+    return NO_SERVER_ARGS_OMNI if b.rec.stages else NO_SERVER_ARGS
 
 
 def _check(name: str, wanted: str, b: Basis) -> dict:
@@ -64,12 +72,12 @@ def section(b: Basis, expect: dict[str, str] | None) -> dict:
         v = verdict("unchecked", "The log cannot show "
                     + ", ".join(c["name"] for c in unchecked)
                     + (": it has no server_args line" if not sa else "")
-                    + f" ({NO_SERVER_ARGS}), so --expect cannot say whether "
+                    + f" ({_no_server_args(b)}), so --expect cannot say whether "
                     + ("it" if len(unchecked) == 1 else "they") + " took effect."
                     + (" The others are as expected." if len(checks) > len(unchecked) else ""))
     elif checks:
         v = verdict("ok", "Every expected parameter is in the log's start-up lines with its value.")
     else:
-        v = verdict("unchecked", "No --expect given." + ("" if sa else f" The log has no server_args line ({NO_SERVER_ARGS})."))
+        v = verdict("unchecked", "No --expect given." + ("" if sa else f" The log has no server_args line ({_no_server_args(b)})."))
     return {"server_args_found": bool(sa), "server_args": sa, "expected": checks,
             "adjusted_by_server": adjusted, "verdict": v}
