@@ -11,6 +11,8 @@ import json
 import re
 from pathlib import Path
 
+from . import omni
+
 _SAMPLE = re.compile(r'^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$')
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -68,33 +70,21 @@ def table(run: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-_STAGE_LINE = re.compile(r"\[stage-([\w.-]+)/[^\]]*\] \S+: (Prefill|Decode) batch, (?:#new-seq: (\d+))?")
-
-
 def omni_table(run: Path) -> str:
     """The Markdown table of one SGLang Omni run folder (``tests/test_real_omni.py``): per stage, the
     sidecar's figures beside hand counts of the finished log (the logging shim's ``[stage-X/...]``
     token; without the shim the log cannot say, and the sidecar counts the lines unattributed)."""
     meta = json.loads((run / "run.json").read_text())
     side = parse((run / "sidecar-final.prom").read_text())
-    hand: dict[str, list[int]] = {}
-    for line in (run / "server.log").read_text(encoding="utf-8", errors="replace").splitlines():
-        m = _STAGE_LINE.search(line)
-        if m:
-            counts = hand.setdefault(m.group(1), [0, 0, 0])
-            if m.group(2) == "Prefill":
-                counts[0] += 1
-                counts[2] += int(m.group(3) or 0)
-            else:
-                counts[1] += 1
+    hand = omni.hand_count((run / "server.log").read_text(encoding="utf-8", errors="replace"))
     lines = [f"**SGLang Omni {meta['version']}, {meta['launcher']}, shim {'on' if meta['shim'] else 'off'}**", "",
              "| stage | prefill batches sidecar / log | Decode lines: sidecar decode steps / log | admitted sidecar / log #new-seq |",
              "|---|---|---|---|"]
-    for stage in sorted(hand):
-        pre, dec, seq = hand[stage]
-        lines.append(f"| {stage} | {total(side, 'sglang_scheduler_batches_total', phase='prefill', stage=stage):g} / {pre} "
-                     f"| {total(side, 'sglang_scheduler_batches_total', phase='decode', stage=stage):g} / {dec} "
-                     f"| {total(side, 'sglang_scheduler_admitted_requests_total', stage=stage):g} / {seq} |")
+    for stage in sorted(hand.prefill.keys() | hand.decode.keys()):
+        lines.append(f"| {stage} | {total(side, 'sglang_scheduler_batches_total', phase='prefill', stage=stage):g} / "
+                     f"{hand.prefill[stage]} | {total(side, 'sglang_scheduler_batches_total', phase='decode', stage=stage):g} / "
+                     f"{hand.decode[stage]} | {total(side, 'sglang_scheduler_admitted_requests_total', stage=stage):g} / "
+                     f"{hand.admitted[stage]} |")
     unattributed = total(side, "sglang_exporter_log_lines_total", result="unattributed")
     lines.append(f"\nunattributed lines (sidecar): {unattributed:g}")
     return "\n".join(lines) + "\n"

@@ -14,10 +14,12 @@ came), ``client.jsonl`` (one line per request: audio asked, HTTP status, audio b
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +48,43 @@ WORDS = "please tell me about the scheduler batch decode prefill token cache aud
 
 #: How the pipeline is started: Omni's own command, or SGLang's (0.5.21+) handing over to it.
 LAUNCHERS = {"sgl-omni": ("sgl-omni", "serve"), "sglang": ("sglang", "serve", "--model-type", "omni")}
+
+
+_STATS_LINE = re.compile(r"^\S+ \S+ \[INFO\] \[stage-(?P<stage>[\w.-]+)/(?P<thread>[\w.-]+)\] \S+: "
+                         r"(?P<kind>Prefill batch|Decode batch|KV Cache is allocated)\.?,? (?P<rest>.*)$")
+
+
+@dataclass
+class HandCount:
+    """What the finished log says, counted here line by line: per stage, Prefill lines, the sum of
+    their ``#new-seq``, Decode lines and the ``#tokens`` of its ``KV Cache is allocated`` line."""
+
+    prefill: Counter = field(default_factory=Counter)
+    admitted: Counter = field(default_factory=Counter)
+    decode: Counter = field(default_factory=Counter)
+    kv_tokens: dict = field(default_factory=dict)
+    scheduler_lines: int = 0   # Prefill and Decode lines, shim or not
+
+
+def hand_count(text: str) -> HandCount:
+    """The finished log's :class:`HandCount` (the tests' and ``python3 -m testbed figures``' reference)."""
+    h = HandCount()
+    for line in text.splitlines():
+        if ": Prefill batch, " in line or ": Decode batch, " in line:
+            h.scheduler_lines += 1
+        m = _STATS_LINE.match(line)
+        if not m:
+            continue
+        stage, kind, rest = m["stage"], m["kind"], m["rest"]
+        if kind == "Prefill batch":
+            h.prefill[stage] += 1
+            h.admitted[stage] += int(re.search(r"#new-seq: (\d+)", rest)[1])
+        elif kind == "Decode batch":
+            h.decode[stage] += 1
+        else:
+            h.kv_tokens[stage] = int(re.search(r"#tokens: (\d+)", rest)[1])
+    return h
+
 
 
 class OmniServer(Server):

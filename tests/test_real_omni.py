@@ -16,7 +16,6 @@ and fail under ``CI=true``.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 from collections import Counter
@@ -35,41 +34,6 @@ STAGES = ("thinker", "talker_ar")
 INTERVALS = "thinker=1,talker_ar=1"
 LOAD = omni.OmniLoad(n=16, concurrency=4, audio_every=2, talker_tokens=48)
 DEADLINE = 60.0
-_LINE = re.compile(r"^\S+ \S+ \[INFO\] \[stage-(?P<stage>[\w.-]+)/(?P<thread>[\w.-]+)\] \S+: "
-                   r"(?P<kind>Prefill batch|Decode batch|KV Cache is allocated)\.?,? (?P<rest>.*)$")
-
-
-@dataclass
-class HandCount:
-    """What the finished log says, counted here line by line: per stage, Prefill lines, the sum of
-    their ``#new-seq``, Decode lines and the ``#tokens`` of its ``KV Cache is allocated`` line."""
-
-    prefill: Counter = field(default_factory=Counter)
-    admitted: Counter = field(default_factory=Counter)
-    decode: Counter = field(default_factory=Counter)
-    kv_tokens: dict = field(default_factory=dict)
-    scheduler_lines: int = 0   # Prefill and Decode lines, shim or not
-
-
-def hand_count(text: str) -> HandCount:
-    h = HandCount()
-    for line in text.splitlines():
-        if ": Prefill batch, " in line or ": Decode batch, " in line:
-            h.scheduler_lines += 1
-        m = _LINE.match(line)
-        if not m:
-            continue
-        stage, kind, rest = m["stage"], m["kind"], m["rest"]
-        if kind == "Prefill batch":
-            h.prefill[stage] += 1
-            h.admitted[stage] += int(re.search(r"#new-seq: (\d+)", rest)[1])
-        elif kind == "Decode batch":
-            h.decode[stage] += 1
-        else:
-            h.kv_tokens[stage] = int(re.search(r"#tokens: (\d+)", rest)[1])
-    return h
-
-
 def model_info_stage(body: dict, stage: str) -> dict:
     """One stage's ``data`` in a ``/model_info`` answer."""
     return next(r["data"] for r in body["results"] if r.get("stage") == stage)
@@ -85,7 +49,7 @@ class OmniLive:
     one_shot_default_err: str = ""
     report: dict = field(default_factory=dict)
     sidecar_log: str = ""
-    hand: HandCount = field(default_factory=HandCount)
+    hand: omni.HandCount = field(default_factory=omni.HandCount)
 
 
 def _polls_ok(text: str) -> float:
@@ -123,7 +87,7 @@ def live(shim: bool, root) -> OmniLive:
     rec.report = json.loads(subprocess.run([*command(), "report", log, "--format", "json",
                                             "--stage-decode-log-intervals", INTERVALS], check=True,
                                            capture_output=True, text=True).stdout)
-    rec.hand = hand_count((out / "server.log").read_text(errors="replace"))
+    rec.hand = omni.hand_count((out / "server.log").read_text(errors="replace"))
     (out / "sidecar-final.prom").write_text(rec.final)
     (out / "one-shot.prom").write_text(rec.one_shot)
     (out / "report.json").write_text(json.dumps(rec.report, indent=1))
