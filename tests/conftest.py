@@ -52,3 +52,18 @@ def value(text_or_samples, name: str, **labels) -> float | None:
     """One sample's value by name and exact labels, or None when absent."""
     data = samples(text_or_samples) if isinstance(text_or_samples, str) else text_or_samples
     return data.get((name, tuple(sorted(labels.items()))))
+
+
+def check_documented_example(page: Path, marker: str) -> None:
+    """A docs page's ``<!-- MARKER: sglang-exporter ARGS -->`` followed by a ``text`` block shows what
+    ``sglang-exporter ARGS`` prints: rerun it here and require the same text."""
+    import re
+    import subprocess
+    import sys
+    text = page.read_text(encoding="utf-8")
+    m = re.search(rf"<!-- {marker}: sglang-exporter ([^>]*?) -->\n```text\n(.*?)\n```\n", text, re.S)
+    assert m, f"{page.name} lost its {marker} marker or the text block after it"
+    out = subprocess.run([sys.executable, "-m", "exporter", *m.group(1).split()], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.rstrip("\n") == m.group(2), f"rerun the command and paste its output into {page.name}"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, check_documented_example
 
 SWEEP = ROOT / "tests" / "corpus" / "sweep-0.5.23"
 LOGS = sorted(SWEEP.glob("mrr-*.log"), key=lambda p: int(p.stem.split("-")[1]))
@@ -241,12 +241,4 @@ def test_bad_arguments_exit_2_with_one_line(args, word):
 
 def test_the_method_example_is_what_the_command_prints():
     """docs/method.md shows the sweep's real output: rerun the command named by its marker and compare."""
-    import re
-
-    text = (ROOT / "docs" / "method.md").read_text(encoding="utf-8")
-    m = re.search(r"<!-- compare-example: sglang-exporter (compare [^>]*?) -->\n```text\n(.*?)\n```\n", text, re.S)
-    assert m, "docs/method.md lost its compare-example marker or the text block after it"
-    out = subprocess.run([sys.executable, "-m", "exporter", *m.group(1).split()], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.rstrip("\n") == m.group(2), "rerun the command and paste its output into docs/method.md"
+    check_documented_example(ROOT / "docs" / "method.md", "compare-example")

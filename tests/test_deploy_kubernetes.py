@@ -196,19 +196,9 @@ def test_no_service_account_token_in_the_pod(rendered, name):
 def test_your_own_patch_can_give_the_server_its_token_back(tmp_path):
     """The component sets the flag; a patch of the kustomization that uses it wins (as the comment
     in sidecar-patch.yaml tells)."""
-    app = tmp_path / "app"
-    app.mkdir()
-    (app / "workload.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "server", "labels": {"sglang-exporter/sidecar": "true"}},
-        "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {
-            "metadata": {"labels": {"app": "x"}},
-            "spec": {"containers": [{"name": "sglang", "image": "lmsysorg/sglang:v0.5.2"}]}}}}))
-    (app / "kustomization.yaml").write_text(yaml.safe_dump({
-        "resources": ["workload.yaml"], "components": [os.path.relpath(K8S / "base", app)],
-        "patches": [{"target": {"kind": "Deployment", "name": "server"},
-                     "patch": "- op: replace\n  path: /spec/template/spec/automountServiceAccountToken\n"
-                              "  value: true\n"}]}))
+    app = _own_workload(tmp_path, "sglang", patches=[{
+        "target": {"kind": "Deployment", "name": "server"},
+        "patch": "- op: replace\n  path: /spec/template/spec/automountServiceAccountToken\n  value: true\n"}])
     assert one_object(render(app), "Deployment", "server")["spec"]["template"]["spec"][
         "automountServiceAccountToken"] is True
 
@@ -352,7 +342,9 @@ def test_generator_wraps_rule_files_and_dashboards(tmp_path):
         generate.dashboard_configmaps(boards)
 
 
-def _own_workload(tmp_path: Path, container: str, **server_fields) -> Path:
+def _own_workload(tmp_path: Path, container: str, patches: list | None = None, **server_fields) -> Path:
+    """A kustomization of one labelled Deployment ``server`` whose container ``container`` (with
+    ``server_fields``) gets the component, then ``patches`` of its own."""
     app = tmp_path / "app"
     app.mkdir()
     (app / "workload.yaml").write_text(yaml.safe_dump({
@@ -362,7 +354,8 @@ def _own_workload(tmp_path: Path, container: str, **server_fields) -> Path:
             "metadata": {"labels": {"app": "x"}},
             "spec": {"containers": [{"name": container, "image": "lmsysorg/sglang:v0.5.2", **server_fields}]}}}}))
     (app / "kustomization.yaml").write_text(yaml.safe_dump({
-        "resources": ["workload.yaml"], "components": [os.path.relpath(K8S / "base", app)]}))
+        "resources": ["workload.yaml"], "components": [os.path.relpath(K8S / "base", app)],
+        **({"patches": patches} if patches else {})}))
     return app
 
 

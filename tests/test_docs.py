@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, check_documented_example
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -163,13 +163,7 @@ def test_ci_finds_the_test_command_after_its_marker():
 
 def test_report_example_is_what_the_command_prints():
     """docs/report.md shows real output: rerun the command named by its marker and compare."""
-    text = (DOCS / "report.md").read_text(encoding="utf-8")
-    m = re.search(r"<!-- report-example: sglang-exporter (report [^>]*?) -->\n```text\n(.*?)\n```\n", text, re.S)
-    assert m, "docs/report.md lost its report-example marker or the text block after it"
-    out = subprocess.run([sys.executable, "-m", "exporter", *m.group(1).split()], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.rstrip("\n") == m.group(2), "rerun the command and paste its output into docs/report.md"
+    check_documented_example(DOCS / "report.md", "report-example")
 
 
 def test_slug_follows_github():
