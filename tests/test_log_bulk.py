@@ -118,17 +118,16 @@ def test_a_block_with_start_up_lines_is_read_as_runs_between_them():
     capacity = (b"[2026-09-13 16:00:02] max_total_num_tokens=20000, chunked_prefill_size=4096, "
                 b"max_prefill_tokens=16384, max_running_requests=16, context_len=4096")
     access = b'[2026-09-13 16:00:02] INFO:     127.0.0.1:54716 - "POST /generate HTTP/1.1" 200 OK'
-    res = scan_block(b"\n".join([decode, decode, access, capacity, access, access, decode]), 1 << 20)
-    assert not res.startup
+    res, rest = scan_block(b"\n".join([decode, decode, access, capacity, access, access, decode]), 1 << 20)
+    assert not res.by_line
     assert (res.start, res.stop, res.lines, res.ignored) == (0, 3, 3, 1)
     assert res.then == [capacity.decode()]
     assert res.run.replicas[0].decode_lines == 2
-    rest = res.next
-    assert (rest.start, rest.stop, rest.lines, rest.ignored, rest.then, rest.next) == (4, None, 3, 2, [], None)
+    assert (rest.start, rest.stop, rest.lines, rest.ignored, rest.then) == (4, None, 3, 2, [])
     assert rest.run.replicas[0].decode_lines == 1
     # start-up lines in a row are one stretch for the per-line path, without an empty part between them
-    res = scan_block(b"\n".join([decode, capacity, capacity, decode]), 1 << 20)
-    assert (res.stop, res.then, res.next.start, res.next.run.replicas[0].decode_lines) == (
+    res, rest = scan_block(b"\n".join([decode, capacity, capacity, decode]), 1 << 20)
+    assert (res.stop, res.then, rest.start, rest.run.replicas[0].decode_lines) == (
         1, [capacity.decode()] * 2, 3, 1)
 
 
@@ -232,7 +231,7 @@ def test_a_template_line_is_what_the_parser_reads():
         assert parse_template(text) == ev, line
         full = FULL.match(line)
         assert parse_origin(text[:max(full.end("prefix"), 0)]) == ev.origin, line
-        (rr,) = scan_block(line, 1 << 20).run.replicas
+        (rr,) = scan_block(line, 1 << 20)[0].run.replicas
         assert rr.origin.dp_rank == ev.origin.dp_rank and rr.origin.replica == ev.origin.replica
         clock = "wall" if ev.origin.log_time is None else "tod" if ev.origin.time_of_day_only else "log"
         assert rr.queue_ends == ((ev.origin.log_time, clock),) * 2 and len(rr.queue_steps) == 0

@@ -77,13 +77,17 @@ _MEMO_MAX = 4096
 
 @dataclass(slots=True)
 class BlockResult:
-    """What a block of lines holds, ready to be applied to the store: its first part, up to the
-    block's end or its first start-up line, and the parts after it through :attr:`next`.
+    """One part of a block of lines, ready to be applied to the store: the lines up to the block's end
+    or its next start-up line. :func:`scan_block` returns a block's parts as a flat list, in order (a
+    linked chain of thousands of parts, a crash-looping server's log, could not be pickled back
+    from a worker process: it recursed once per part).
 
     Attributes:
         run: The part's scheduler lines as one run (``None`` when it has none).
-        startup: The block holds a line in SGLang Omni's format, which needs the stage attribution,
-            so the whole block is read line by line instead, and nothing else here is set.
+        by_line: The whole block is read line by line instead, and nothing else here is set: it holds
+            a line in SGLang Omni's format, which needs the stage attribution, or start-up lines so
+            dense (a crash-looping server) that a run per part would cost more than the lines
+            (:data:`BY_LINE_PARTS`).
         lines: Lines the part held after the splitter's rules (a ``\\r`` splits one, an oversized
             one is dropped), the start-up line that ends it left out.
         parsed: Lines within the run, by kind.
@@ -96,11 +100,10 @@ class BlockResult:
         then: The lines of the raw lines from ``stop`` to the next part's ``start`` (start-up lines
             in a row, or other events that are no run's), for the per-line path after the run; empty
             for the last part.
-        next: The part after that line (``None`` for the last part).
     """
 
     run: Run | None = None
-    startup: bool = False
+    by_line: bool = False
     lines: int = 0
     parsed: Counter = field(default_factory=Counter)
     ignored: int = 0
@@ -109,11 +112,16 @@ class BlockResult:
     start: int = 0
     stop: int | None = None
     then: list[str] = field(default_factory=list)
-    next: BlockResult | None = None
 
 
-class _Startup(Exception):
-    """Internal: the block holds a line in SGLang Omni's format; it is read line by line."""
+class _ByLine(Exception):
+    """Internal: the block is read line by line (:attr:`BlockResult.by_line`)."""
+
+
+#: A block cut into more parts than this, and into parts of fewer than :data:`BY_LINE_PART_LINES`
+#: lines on average, is read line by line: each part's run has a fixed cost of its own.
+BY_LINE_PARTS = 64
+BY_LINE_PART_LINES = 16
 
 
 class _Builder:
@@ -153,20 +161,24 @@ class _Scanner:
     """
 
     def __init__(self):
+        self.parts: list[BlockResult] = []  # the parts of the block being scanned, in order
         self.identities: dict[tuple, tuple[Origin, str]] = {}
         self.canonical: dict[Origin, Origin] = {}
         self.seconds: dict[bytes | None, float | None] = {}
 
-    def scan(self, block: bytes, max_line_bytes: int) -> BlockResult:
+    def scan(self, block: bytes, max_line_bytes: int) -> list[BlockResult]:
         if len(self.canonical) >= _MEMO_MAX:  # only between blocks: a run needs one object per identity
             self.identities.clear()
             self.canonical.clear()
         res = BlockResult()
+        self.parts = [res]
         try:
             self._scan(block.split(b"\n"), max_line_bytes, LineSplitter(max_line_bytes), res)
-        except _Startup:
-            return BlockResult(startup=True)
-        return res
+        except _ByLine:
+            return [BlockResult(by_line=True)]
+        finally:
+            parts, self.parts = self.parts, []
+        return parts
 
     def _scan(self, parts: list[bytes], max_line_bytes: int, splitter: LineSplitter, res: BlockResult) -> None:
         b = _Builder(parts)
@@ -285,7 +297,10 @@ class _Scanner:
             after = end - stop - 1 - (len(pending) - k)  # the lines counted in `ignored` that follow it
             self._end_part(res, b, splitter, templates, ignored - after)
             res.stop, res.then = stop, then
-            res.next = res = BlockResult(start=stop + 1)
+            res = BlockResult(start=stop + 1)
+            self.parts.append(res)
+            if len(self.parts) > BY_LINE_PARTS and len(self.parts) * BY_LINE_PART_LINES > stop:
+                raise _ByLine
             b = _Builder(b.parts)
             templates, ignored = 0, after
         return res, b, templates, ignored
@@ -307,7 +322,7 @@ class _Scanner:
             ident = self.identities[key] = (origin, SchedulerStates.key(origin))
         origin, scheduler = ident
         if origin.task is not None:  # never for SGLang's prefixes; SGLang Omni's go through the attribution
-            raise _Startup
+            raise _ByLine
         rr = b.replica(origin)
         slot = b.slots[key] = (rr, b.scheduler(scheduler), rr.running.append, rr.decode_top.append,
                                rr.new_seq.append, rr.new_token.append, rr.prefill_top.append, rr.queue.append,
@@ -362,7 +377,7 @@ class _Scanner:
                 if ev.origin.task is not None:
                     # SGLang Omni's format: the stage attribution decides the line's stage (or holds it,
                     # or drops it), so the block goes through Ingest.feed, which runs it
-                    raise _Startup
+                    raise _ByLine
                 cut = cut or type(ev) not in _RUN_EVENTS
             if cut:
                 return j, texts
@@ -403,7 +418,7 @@ class _Scanner:
 _SCANNER = _Scanner()
 
 
-def scan_block(block: bytes, max_line_bytes: int) -> BlockResult:
+def scan_block(block: bytes, max_line_bytes: int) -> list[BlockResult]:
     """Read a block of complete lines (raw bytes joined by ``\\n``, no final ``\\n``).
 
     Args:
@@ -411,7 +426,7 @@ def scan_block(block: bytes, max_line_bytes: int) -> BlockResult:
         max_line_bytes: Longest line kept (``--log.max-line-bytes``); longer ones are dropped.
 
     Returns:
-        The block's :class:`BlockResult`. Never raises on line content.
+        The block's parts (:class:`BlockResult`), in order. Never raises on line content.
     """
     return _SCANNER.scan(block, max_line_bytes)
 

@@ -202,17 +202,16 @@ class BulkIngest(Ingest):
         self.drain()
         return super().finish()
 
-    def _apply(self, res: BlockResult, block: bytes | None, max_line_bytes: int, file_stats: FileStats,
+    def _apply(self, parts: list[BlockResult], block: bytes | None, max_line_bytes: int, file_stats: FileStats,
                slot: int | None = None, length: int = 0) -> int:
         """Apply a scanned block: each part's run, or its lines through the per-line path, and the
         start-up lines between parts through the per-line path (``block`` is ``None`` while it is in
         shared-memory ``slot``, read back only where the per-line path reads a part)."""
-        if res.startup:  # SGLang Omni's lines need the stage attribution: the whole block line by line
+        if parts[0].by_line:  # Omni's lines (the stage attribution), or dense start-up lines: line by line
             return self._lines(self._block(block, slot, length).split(b"\n"), max_line_bytes, file_stats)
         applied = 0
         raw = None
-        part: BlockResult | None = res
-        while part is not None:
+        for part in parts:
             wall = self._clock()
             outcome = True if part.run is None else self.store.apply_run(part.run, wall)
             if outcome is not None:
@@ -232,7 +231,6 @@ class BulkIngest(Ingest):
                 file_stats.lines += len(part.then)
                 file_stats.scheduler_lines += super().feed(part.then)
                 applied += len(part.then)
-            part = part.next
         return applied
 
     def _lines(self, raw: list[bytes], max_line_bytes: int, file_stats: FileStats) -> int:
