@@ -9,8 +9,7 @@ from exporter.report import Recorder, analyse, read_logs
 def report_lines(lines: list[str], decode_log_interval: int = 40, chunked_prefill_size: int | None = None,
                  **kw) -> dict:
     rec = Recorder(decode_log_interval, chunked_prefill_size)
-    for line in lines:
-        rec.feed_line(line)
+    rec.feed(list(lines))
     rec.finish_input()
     return analyse(rec, [], enforce_domains=False, **kw)
 

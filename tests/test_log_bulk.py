@@ -506,19 +506,20 @@ def _report_json(path, monkeypatch, fast: bool) -> str:
 
     from report_support import report_files
 
-    from exporter.report import read as report_read
+    from exporter.sources.log import ingest
 
     with monkeypatch.context() as m:
         if not fast:
-            m.setattr(report_read, "parse_template", lambda line: None)
+            m.setattr(ingest, "parse_template", lambda line: None)
         doc = report_files(path)
     return json.dumps(doc, sort_keys=True, default=str)
 
 
 @pytest.mark.parametrize("source", ["corpus", "fuzz", "bench", "omni"])
 def test_the_report_is_the_same_document_with_and_without_the_template_reader(tmp_path, monkeypatch, source):
-    """The report reads a template line with the pattern (templates.parse_template) instead of the
-    parser: the same JSON document either way, SGLang Omni's logs (stage attribution) included."""
+    """The per-line path (the sidecar's ingest, which the report reads through) reads a template line
+    with the pattern (templates.parse_template) instead of the parser: the same JSON document either
+    way, SGLang Omni's logs (stage attribution) included."""
     path = tmp_path / f"{source}.log"
     if source == "corpus":
         path.write_bytes(b"\n".join(corpus_lines()) + b"\n")

@@ -35,7 +35,7 @@ def analyse(rec: Recorder, inputs: list[InputFile], window: float = 10.0,
         ValueError: ``model_config`` lacks what the per-token KV size needs.
     """
     doc = _analyse(rec.stage_view(""), inputs, window, model_config, kv_bytes, expect, enforce_domains)
-    doc["lines"]["unattributed"] = {k: n for (k, result), n in sorted(rec.lines.items()) if result == "unattributed"}
+    doc["lines"]["unattributed"] = {k: n for (k, result), n in sorted(rec.lines.items()) if result == "unattributed" and n}
     # why, as the attribution found it (one stage unnamed, several stages, a doubtful start-up line)
     doc["lines"]["unattributed_reasons"] = [text.split(". Put ")[0] for text in rec.attribution_reasons]
     doc["stages"] = {}

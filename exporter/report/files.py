@@ -1,5 +1,5 @@
 """Reading the recorded log files into a :class:`~.read.Recorder`: several files are one run, ``.gz``
-is decompressed, lines over the tailer's limit are skipped and counted, progress on a terminal."""
+is decompressed, lines are split by the sidecar's own splitter, progress on a terminal."""
 
 from __future__ import annotations
 
@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from ..limits import DEFAULT_MAX_LINE_BYTES
 from ..status import PROG as COMMAND
 from .read import Recorder
+from .upstream import LineSplitter
 
 PROG = f"{COMMAND} report"
 #: Lines longer than this are skipped and counted (the tailer's default ``--log.max-line-bytes``).
 MAX_LINE_BYTES = DEFAULT_MAX_LINE_BYTES
+#: Bytes read at a time.
+READ_CHUNK = 1 << 20
 #: Inputs larger than this show progress on a terminal.
 PROGRESS_MIN_BYTES = 64 << 20
 
@@ -37,8 +40,10 @@ def read_logs(paths: list[str], recorder: Recorder, progress: bool | None = None
     """Feed every line of the files, in order, into the recorder.
 
     Several files are one run: rotated segments in order, or the logs of the nodes of one
-    multi-node group (replica tags keep them apart). ``.gz`` files are decompressed. Bytes are split
-    on ``\\n`` only (a tqdm ``\\r`` stays inside its line), decoded as UTF-8 with replacement.
+    multi-node group (replica tags keep them apart). ``.gz`` files are decompressed. Bytes become
+    lines by the sidecar's own rules (:class:`~exporter.sources.log.lines.LineSplitter`: a bare
+    ``\\r`` separates lines, NUL bytes at a line's start are dropped, a line over
+    :data:`MAX_LINE_BYTES` is dropped and counted, invalid UTF-8 is replaced).
 
     Raises:
         OSError: a file cannot be opened or read (a damaged ``.gz`` included), naming the file.
@@ -73,26 +78,26 @@ def read_logs(paths: list[str], recorder: Recorder, progress: bool | None = None
 
 def _read_one(path: str, info: InputFile, recorder: Recorder, progress: bool, total: int, done: int,
               started: float, next_report: list[float]) -> None:
-    """Feed one file's lines; a line over :data:`MAX_LINE_BYTES` is skipped without being held whole."""
+    """Feed one file's lines, split by the sidecar's own :class:`~exporter.sources.log.lines.LineSplitter`
+    (the same lines from the same bytes: ``\\r``, NUL bytes, oversized lines, invalid UTF-8)."""
     opener = gzip.open if path.endswith(".gz") else open
+    splitter = LineSplitter(MAX_LINE_BYTES)
     with opener(path, "rb") as f:
         while True:
-            raw = f.readline(MAX_LINE_BYTES + 1)
-            if not raw:
+            chunk = f.read(READ_CHUNK)
+            if not chunk:
                 break
-            info.bytes += len(raw)
-            info.lines += 1
-            if len(raw) > MAX_LINE_BYTES:
-                info.oversized_lines += 1
-                while not raw.endswith(b"\n"):
-                    raw = f.readline(MAX_LINE_BYTES + 1)
-                    if not raw:
-                        break
-                    info.bytes += len(raw)
-                continue
-            recorder.feed_line(raw.decode("utf-8", "replace").rstrip("\r\n"))
+            info.bytes += len(chunk)
+            _feed(splitter.consume(chunk), info, recorder)
             if progress and (done + info.bytes) >= next_report[0]:
                 pct = 100.0 * (done + info.bytes) / total if total else 100.0
                 print(f"\r{PROG}: {pct:5.1f}% of {total / 1e6:.0f} MB, {time.monotonic() - started:.0f} s",
                       end="", file=sys.stderr, flush=True)
                 next_report[0] += max(total / 100, 1)
+    _feed(splitter.flush(), info, recorder)
+    info.oversized_lines = splitter.dropped
+
+
+def _feed(lines: list[str], info: InputFile, recorder: Recorder) -> None:
+    info.lines += len(lines)
+    recorder.feed(lines)

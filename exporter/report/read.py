@@ -1,6 +1,7 @@
-"""Reading recorded lines: every line through the exporter's parser, stage attribution and scheduler
-state, plus the per-line samples that percentiles need (:class:`Recorder`) and the line data the
-report reads itself (:mod:`exporter.report.linedata`). The files are read by :mod:`.files`.
+"""Reading recorded lines: every line through the sidecar's own ingest (:class:`~exporter.sources.log.ingest.Ingest`:
+parser, stage attribution, scheduler store, line counts), plus the per-line samples that percentiles need
+(:class:`Recorder`, the ingest's observer) and the line data the report reads itself
+(:mod:`exporter.report.linedata`). The files are split into lines by the sidecar's splitter in :mod:`.files`.
 
 An SGLang Omni log holds one scheduler per pipeline stage: the samples are kept per stage, and
 :meth:`Recorder.stage_view` gives each stage's own recorder, so the report has one section per stage
@@ -10,6 +11,7 @@ and never merges two stages (``docs/sglang-omni.md``).
 from __future__ import annotations
 
 import copy
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -20,17 +22,16 @@ from .upstream import (
     KIND_OF,
     Capacity,
     DecodeBatch,
+    Ingest,
     KvAllocation,
-    Malformed,
     PrefillBatch,
     ReqTimeStats,
     RetractAbort,
     Retraction,
     SchedulerStates,
+    SchedulerStore,
     ServerArgs,
     StageAttribution,
-    parse_line,
-    parse_template,
 )
 
 #: Event types of SGLang Omni's own lines that are no scheduler line of the report (pipeline facts).
@@ -124,11 +125,13 @@ class Recorder:
         self.states = SchedulerStates(decode_log_interval, clock=lambda: 0.0,
                                       chunked_prefill_size=chunked_prefill_size,
                                       stage_decode_log_intervals=stage_decode_log_intervals)
-        self.lines: Counter[tuple[str, str]] = Counter()
-        self.scheduler_lines = 0  # lines the parser read as a scheduler line (all kinds)
+        # the sidecar's own ingest: the report reads, applies and counts every line as the sidecar does
+        self.ingest = Ingest(SchedulerStore(self.states, assumed_interval_level=logging.DEBUG),
+                             clock=lambda: 0.0, observer=self._observe)
+        self.scheduler_lines = 0  # scheduler lines applied and recorded, in read order (DecodeRow.seq)
         # the report says it in its header: why the lines have no stage, in the sidecar's words
         self.attribution_reasons: list[str] = []
-        self.attribution = StageAttribution(warn=self.attribution_reasons.append)
+        self.ingest.attribution = StageAttribution(warn=self.attribution_reasons.append)
         # (stage, dp_rank, replica) -> samples; stage "" for plain SGLang
         self.all_samples: dict[tuple[str, str, str], ReplicaSamples] = {}
         self.samples: dict[tuple[str, str], ReplicaSamples] = {}  # of stage "" (a stage view's: its own)
@@ -227,54 +230,47 @@ class Recorder:
             self.kv_alloc = alloc
             self.kv_alloc_tokens.add(alloc[0])
 
-    def feed_line(self, line: str) -> None:
-        """Read one line (without its terminator)."""
-        if self.finish.feed(line):
-            stamp = line_time(line)
+    def feed(self, lines: list[str]) -> None:
+        """Read complete lines (without their terminators; the sidecar's splitter made them), in order.
+
+        Every line goes through the sidecar's :class:`~exporter.sources.log.ingest.Ingest` (parser, stage
+        attribution, scheduler store, line counts), one at a time so that each applied event is recorded
+        with its own line (:meth:`_observe`); the lines of ``Finish`` request records
+        (:class:`~.linedata.FinishRecords`) are also read for the request figures.
+        """
+        finish = self.finish.feed
+        feed = self.ingest.feed
+        for line in lines:
+            finish(line)  # a request record's line is a line the sidecar counts too (ignored)
+            feed([line])
+
+    def _observe(self, lines: list[str], parsed: list, applied: list) -> None:
+        """The sidecar's ingest read ``lines`` (one line, or none at the end of the input) and applied
+        ``applied``: record each applied event with the samples the report needs."""
+        line = lines[0] if lines else ""
+        own = parsed[0] if parsed else None
+        kind = type(own)
+        if "KV Cache is allocated" in line and (kind is not KvAllocation or own.origin.task is None):
+            self._kv_alloc_line(line)  # plain SGLang's; an SGLang Omni stage's is its own (_record)
+        if not applied or applied[-1] is not own:  # no event of its own applied: the line's time still counts
+            stamp = line_time(line) if line else None
             if stamp:
                 self._note_time(*stamp)
-            return
-        ev = parse_template(line) or parse_line(line)  # a common template line skips the parser
-        kind = type(ev)
-        if "KV Cache is allocated" in line and (kind is not KvAllocation or ev.origin.task is None):
-            self._kv_alloc_line(line)  # plain SGLang's; an SGLang Omni stage's is its own (_apply)
-        if ev is None or kind is Malformed or kind not in KIND_OF:
-            if ev is None or kind is not Malformed:
-                self.lines[("other", "ignored")] += 1
-            else:
-                self.lines[(ev.kind, "malformed")] += 1
-            stamp = line_time(line)
-            if stamp:
-                self._note_time(*stamp)
-            return
-        self.lines[(KIND_OF[kind], "parsed")] += 1  # an SGLang Omni start-up line held back counts when read
-        kept, dropped = self.attribution.attribute((ev,))
-        for other, _ in dropped:  # an SGLang Omni line of several stages that says not which: no stage's
-            self.lines[(KIND_OF[type(other)], "parsed")] -= 1
-            self.lines[(KIND_OF[type(other)], "unattributed")] += 1
-        # the line's own event comes last, after held start-up events that it released
-        own = bool(kept) and not (dropped and dropped[-1][0] is ev)
-        for k in kept[:-1] if own else kept:
-            self._apply(k, "")
-        if own:
-            self._apply(kept[-1], line)
-        else:  # held or dropped: the line's time still counts
-            stamp = line_time(line)
-            if stamp:
-                self._note_time(*stamp)
+        for ev in applied:
+            self._record(ev, line if ev is own else "")
 
     def finish_attribution(self) -> None:
         """Decide SGLang Omni's held start-up lines (the end of the input)."""
-        kept, dropped = self.attribution.finish()
-        for other, _ in dropped:
-            self.lines[(KIND_OF[type(other)], "parsed")] -= 1
-            self.lines[(KIND_OF[type(other)], "unattributed")] += 1
-        for k in kept:
-            self._apply(k, "")
+        self.ingest.finish()
 
-    def _apply(self, ev, line: str) -> None:
-        """Record one event with the samples the report needs, and apply it to the state. ``line`` is
-        the event's own line (empty for an SGLang Omni start-up event released later)."""
+    @property
+    def lines(self) -> Counter:
+        """Lines per ``(kind, result)``, as the sidecar counts them (``sglang_exporter_log_lines_total``)."""
+        return self.ingest.stats.lines
+
+    def _record(self, ev, line: str) -> None:
+        """Record one applied event with the samples the report needs. ``line`` is the event's own line
+        (empty for an SGLang Omni start-up event released later)."""
         kind = type(ev)
         origin = ev.origin
         if kind is KvAllocation and origin.stage:  # an SGLang Omni stage's KV pool: (#tokens, K+V GiB)
@@ -283,7 +279,6 @@ class Recorder:
         if kind not in _SCHEDULER_KINDS:  # SGLang Omni's pipeline lines
             if origin.log_time is not None:
                 self._note_time(origin.log_time, origin.time_of_day_only)
-            self.states.apply(ev, wall=0.0)
             return
         self.scheduler_lines += 1
         t = self._event_time(origin)
@@ -312,7 +307,6 @@ class Recorder:
             self.req_stats.append(ev)
         elif kind in (Capacity, RetractAbort):
             self._replica(origin)
-        self.states.apply(ev, wall=0.0)
 
     def _decode(self, ev: DecodeBatch, line: str, t: float | None) -> None:
         origin = ev.origin

@@ -20,10 +20,11 @@ from ..events import (
     ServerArgs,
 )
 from ..sources.log.attribution import StageAttribution
-from ..sources.log.parser import Malformed, parse_line
-from ..sources.log.templates import parse_template
+from ..sources.log.ingest import Ingest
+from ..sources.log.lines import LineSplitter
 from ..scheduler.state import SchedulerStates
+from ..scheduler.store import SchedulerStore
 
-__all__ = ["KINDS", "KIND_OF", "Capacity", "CudaGraphCapture", "DecodeBatch", "KvAllocation", "Malformed",
-           "PrefillBatch", "ReqTimeStats", "RetractAbort", "Retraction", "SchedulerStates", "ServerArgs",
-           "StageAttribution", "parse_line", "parse_template"]
+__all__ = ["KINDS", "KIND_OF", "Capacity", "CudaGraphCapture", "DecodeBatch", "Ingest", "KvAllocation",
+           "LineSplitter", "PrefillBatch", "ReqTimeStats", "RetractAbort", "Retraction", "SchedulerStates",
+           "SchedulerStore", "ServerArgs", "StageAttribution"]

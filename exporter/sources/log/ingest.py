@@ -18,6 +18,7 @@ from ...events import KIND_OF, Capacity, CudaGraphCapture, KvAllocation, OmniSta
 from ...scheduler.store import SchedulerStore
 from .attribution import StageAttribution
 from .parser import Malformed, parse_line
+from .templates import parse_template
 from .stats import LogStats
 
 #: Event types of the start-up facts applied from the skipped head of a log (:meth:`Ingest.startup_facts`):
@@ -25,6 +26,17 @@ from .stats import LogStats
 STARTUP_EVENTS = (Capacity, KvAllocation, ServerArgs, CudaGraphCapture, OmniStartup)
 
 log = logging.getLogger(__name__)
+
+#: ``Ingest``'s observer: ``(lines, parsed, applied)`` of each batch (:class:`Ingest`).
+Observer = Callable[[list[str], list, list], None]
+
+
+def _applied(events: list, rejected) -> list:
+    """``events`` without the ones the store refused (``rejected``: ``(event, reason)`` pairs)."""
+    if not rejected:
+        return events
+    refused = {id(ev) for ev, _ in rejected}
+    return [ev for ev in events if id(ev) not in refused]
 
 
 class Ingest:
@@ -35,6 +47,11 @@ class Ingest:
         store: Where scheduler events go (the one interface into the scheduler state).
         stats: Where line counts go (a private :class:`LogStats` by default).
         clock: Wall-clock source in seconds since the epoch (tests inject one).
+        observer: Called after each batch is applied and counted, with ``(lines, parsed, applied)``:
+            the batch's lines, what the parser made of each (an event, a ``Malformed`` marker or
+            ``None``) and the events the store applied, in the order applied (SGLang Omni start-up
+            events released by this batch first; refused, held and unattributed ones left out). The
+            offline report keeps its per-line samples this way, so it reads what the sidecar counts.
 
     Attributes:
         attribution: The stage attribution of this log (one per followed log set: the stages of one
@@ -42,11 +59,12 @@ class Ingest:
     """
 
     def __init__(self, store: SchedulerStore, stats: LogStats | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, observer: Observer | None = None):
         self.store = store
         self.stats = stats if stats is not None else LogStats()
         self.attribution = StageAttribution()
         self._clock = clock
+        self.observer = observer
 
     def feed(self, lines: Iterable[str]) -> int:
         """Parse and apply complete lines (without their terminators).
@@ -63,7 +81,9 @@ class Ingest:
             store took it); the rest are not scheduler lines or damaged ones. Never raises on line
             content.
         """
-        parsed = [parse_line(line) for line in lines]
+        if self.observer is not None and not isinstance(lines, list):
+            lines = list(lines)
+        parsed = [parse_template(line) or parse_line(line) for line in lines]  # a template line skips the parser
         if not parsed:
             return 0
         wall = self._clock()
@@ -87,7 +107,10 @@ class Ingest:
         dropped: list = []
         if events:
             events, dropped = self.attribution.attribute(events)
-        self._count(ignored, malformed, by_type, dropped, self.store.apply(events, wall) if events else (), wall)
+        rejected = self.store.apply(events, wall) if events else ()
+        self._count(ignored, malformed, by_type, dropped, rejected, wall)
+        if self.observer is not None:
+            self.observer(lines, parsed, _applied(events, rejected))
         return scheduler_lines
 
     def finish(self) -> int:
@@ -98,7 +121,10 @@ class Ingest:
         """
         events, dropped = self.attribution.finish()
         wall = self._clock()
-        self._count(0, [], {}, dropped, self.store.apply(events, wall) if events else (), wall)
+        rejected = self.store.apply(events, wall) if events else ()
+        self._count(0, [], {}, dropped, rejected, wall)
+        if self.observer is not None and events:
+            self.observer([], [], _applied(events, rejected))
         return len(events) + len(dropped)
 
     def _count(self, ignored: int, malformed: list[str], by_type: dict[type, int], dropped: list,
