@@ -224,7 +224,7 @@ def _shape(obj, path=""):
 
 TOP_KEYS = ["schema", "inputs", "lines", "span", "schedulers", "settings", "batch_size", "retractions",
             "throughput", "kv_capacity", "queue_latency", "dp_balance", "priority_classes", "scenario", "checklist",
-            "startup", "timeline", "stages"]
+            "startup", "starts", "timeline", "stages"]
 
 
 def test_json_keys_are_stable_across_logs():

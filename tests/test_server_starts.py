@@ -77,7 +77,7 @@ def test_a_log_of_hundreds_of_starts_counts_each_starts_lines_with_its_own_inter
     doc = _report(path)
     assert value(text, "sglang_scheduler_batches_total", dp_rank="0", phase="prefill", stage="") == hand["prefill"]
     assert value(text, "sglang_scheduler_batches_total", dp_rank="0", phase="decode", stage="") == hand["steps"]
-    assert doc["lines"]["parsed"]["server_args"] == hand["starts"]
+    assert doc["lines"]["parsed"]["server_args"] == hand["starts"] == doc["starts"]["count"]
     assert doc["lines"]["parsed"]["decode"] == hand["decode"]
     assert (doc["retractions"]["prefill_batches"], doc["retractions"]["decode_steps"]) == (hand["prefill"],
                                                                                           hand["steps"])
@@ -97,4 +97,58 @@ def test_start_up_lines_alternating_with_stats_lines_are_read_by_both(tmp_path):
     assert value(text, "sglang_exporter_log_lines_total", kind="capacity", result="parsed") == n
     assert value(text, "sglang_exporter_log_lines_total", kind="decode", result="parsed") == n
     assert (doc["lines"]["parsed"]["capacity"], doc["lines"]["parsed"]["decode"]) == (n, n)
+    assert doc["starts"]["count"] == n  # each capacity line after a stats line opens a start (no server_args)
     assert doc["retractions"]["decode_steps"] == 40 * n
+
+
+def _per_start(lines: list[str]) -> list[dict]:
+    """Each start's own lines and printed settings, counted here from the text."""
+    starts: list[dict] = []
+    for line in lines:
+        if "server_args=" in line:
+            starts.append({"interval": int(re.search(r"'decode_log_interval': (\d+)", line).group(1)),
+                           "prefill": 0, "decode": 0, "max_running": 0})
+        elif starts and "max_total_num_tokens=" in line:
+            starts[-1]["ceiling"] = int(re.search(r"max_running_requests=(\d+)", line).group(1))
+            starts[-1]["capacity"] = int(re.search(r"max_total_num_tokens=(\d+)", line).group(1))
+        elif starts and "Prefill batch" in line:
+            starts[-1]["prefill"] += 1
+        elif starts and "Decode batch" in line:
+            starts[-1]["decode"] += 1
+            running = int(re.search(r"#running-req: (\d+)", line).group(1))
+            starts[-1]["max_running"] = max(starts[-1]["max_running"], running)
+    return starts
+
+
+def test_the_report_of_corpus_060_lists_its_two_starts_each_with_its_settings_and_figures(tmp_path):
+    """The issue: ``report`` on corpus 060 (interval 40 then 5, ceiling 16 then 8) showed the last start's
+    settings beside the whole log's distribution ("ceiling 8" next to a max batch of 13) and never said
+    the server restarted."""
+    hand = _per_start(_log_lines(RESTART))
+    assert [(h["interval"], h["ceiling"]) for h in hand] == [(40, 16), (5, 8)]
+    doc = _report(RESTART)
+    starts = doc["starts"]["starts"]
+    assert doc["starts"]["count"] == 2 and doc["starts"]["verdict"]["code"] == "restarted"
+    for got, want in zip(starts, hand):
+        assert (got["decode_log_interval"], got["decode_log_interval_source"]) == (want["interval"], "server_args")
+        assert (got["max_running_requests"], got["max_total_num_tokens"]) == (want["ceiling"], want["capacity"])
+        assert (got["prefill_batches"], got["decode_lines"]) == (want["prefill"], want["decode"])
+        assert got["decode_steps"] == want["decode"] * want["interval"]
+        assert got["decode_batch"]["max"] == want["max_running"]
+    # the first start's batch reached 13 under its own ceiling of 16; the second never passed its 8
+    assert starts[0]["decode_batch"]["max"] <= 16 and starts[1]["decode_batch"]["max"] <= 8
+    text = subprocess.run([*EXPORTER, "report", str(RESTART)], capture_output=True, text=True, timeout=120).stdout
+    block = text.split("Server starts\n", 1)[1].split("\n\n", 1)[0]
+    assert "interval 40 (server_args), ceiling 16" in block and "interval 5 (server_args), ceiling 8" in block
+    html = tmp_path / "r.html"
+    subprocess.run([*EXPORTER, "report", "--format", "html", "--output", str(html), str(RESTART)], check=True,
+                   capture_output=True, timeout=120)
+    assert "Server starts" in html.read_text() and "ceiling 16" in html.read_text()
+
+
+def test_a_log_with_one_start_has_no_starts_block_in_text(tmp_path):
+    doc = _report(CORPUS / "061-real-0.5.23-kv-pressure-retractions-interval-1.log")
+    assert doc["starts"]["count"] == 1 and doc["starts"]["verdict"]["code"] == "one"
+    text = subprocess.run([*EXPORTER, "report", str(CORPUS / "061-real-0.5.23-kv-pressure-retractions-interval-1.log")],
+                          capture_output=True, text=True, timeout=120).stdout
+    assert "Server starts" not in text

@@ -9,7 +9,7 @@ SGLang's schedulers, usually none), so that two stages are never one story.
 
 from __future__ import annotations
 
-from . import batch, classes, header, kv, queue, ranks, retractions, scenario, startup, throughput
+from . import batch, classes, header, kv, queue, ranks, retractions, scenario, startup, starts, throughput
 from .basis import basis
 from .files import InputFile
 from .read import Recorder
@@ -72,6 +72,7 @@ def _analyse(rec: Recorder, inputs: list[InputFile], window: float, model_config
         "scenario": scene,
         "checklist": scenario.checklist(b, window, scene, retraction, kv_capacity, queue_latency),
         "startup": startup.section(b, expect),
+        "starts": starts.section(b),
         "timeline": header.timeline(b),
         "stages": {},
     }

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from ..limits import DEFAULT_DECODE_LOG_INTERVAL, QUEUE_SAMPLE_MAX_GAP_SECONDS
 from .files import InputFile
-from .read import DecodeRow, PrefillRow, Recorder, ReplicaSamples, RetractionRow
+from .read import Recorder
+from .samples import DecodeRow, PrefillRow, ReplicaSamples, RetractionRow
 from .stats import percentile
 
 #: Lines whose usage is below this are too coarse (two decimals) to estimate a pool's size from.
@@ -194,9 +195,9 @@ def basis(rec: Recorder, inputs: list[InputFile]) -> Basis:
         if cap is not None:
             break
     sa = st.server_args
-    if cap is not None and cap.max_running_requests:
+    if cap is not None and cap.max_running_requests and cap.max_running_requests > 0:
         ceiling, ceiling_source = cap.max_running_requests, "capacity line"
-    elif sa is not None and sa.max_running_requests:
+    elif sa is not None and sa.max_running_requests and sa.max_running_requests > 0:
         ceiling, ceiling_source = sa.max_running_requests, "server_args"
     elif rec.ceiling_proxy:
         ceiling, ceiling_source = rec.ceiling_proxy, "proxy: the largest decode CUDA-graph batch size"

@@ -13,10 +13,9 @@ from __future__ import annotations
 import copy
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from ..limits import DEFAULT_DECODE_LOG_INTERVAL, QUEUE_SAMPLE_MAX_GAP_SECONDS
+from .samples import START_COUNTERS, DecodeRow, PrefillRow, ReplicaSamples, RetractionRow, StartMark
 from .linedata import MAMBA_NUM, SWA_TOKENS, FinishRecords, kv_allocation, line_time, split_server_args
 from .upstream import (
     KIND_OF,
@@ -37,70 +36,6 @@ from .upstream import (
 #: Event types of SGLang Omni's own lines that are no scheduler line of the report (pipeline facts).
 _SCHEDULER_KINDS = frozenset(KIND_OF) - {t for t, k in KIND_OF.items() if k == "omni"}
 
-
-
-class DecodeRow(NamedTuple):
-    """One ``Decode batch`` line as the report uses it (``t``: seconds, midnight-unwrapped, or None).
-
-    ``kv_ratio`` is the largest device-pool usage; ``pool_ratio`` the main pool's (``token usage``,
-    ``full token usage`` or ``gpu token usage``) and ``used_tokens`` its ``#token``. ``after_idle``:
-    the interval that this line closes may hold time without decoding (it is the replica's first
-    Decode line, a Prefill line with ``#running-req: 0`` came between, or the gap to the previous
-    Decode line exceeds :data:`~exporter.limits.QUEUE_SAMPLE_MAX_GAP_SECONDS`).
-    """
-
-    t: float | None
-    running: int
-    queue: int | None
-    kv_ratio: float | None
-    used_tokens: int | None
-    pool_ratio: float | None
-    gen_throughput: float | None
-    accept_len: float | None
-    prealloc_ratio: float | None
-    swa_used: int | None
-    swa_ratio: float | None
-    mamba_used: int | None
-    mamba_ratio: float | None
-    after_idle: bool
-    pd_decode: bool
-    seq: int = 0  # the scheduler line's number in read order (orders the ranks' lines of one second)
-
-
-class PrefillRow(NamedTuple):
-    """One ``Prefill batch`` line as the report uses it (``decode_lines``: the replica's Decode lines
-    read before it)."""
-
-    t: float | None
-    new_seq: int
-    new_token: int
-    cached_token: int | None
-    queue: int | None
-    kv_ratio: float | None
-    running: int | None
-    decode_lines: int = 0
-    seq: int = 0  # as DecodeRow.seq
-
-
-class RetractionRow(NamedTuple):
-    t: float | None
-    requests: int
-    new_tokens_gained: int | None
-
-
-@dataclass(slots=True)
-class ReplicaSamples:
-    """Per-line samples of one replica (``Origin.replica``) of one scheduler, in log order.
-
-    ``idle``: a Prefill line with ``#running-req: 0`` came after the latest Decode line;
-    ``last_decode_t``: that line's time (``False`` before the first Decode line).
-    """
-
-    decode: list[DecodeRow] = field(default_factory=list)
-    prefill: list[PrefillRow] = field(default_factory=list)
-    retractions: list[RetractionRow] = field(default_factory=list)
-    idle: bool = False
-    last_decode_t: float | None | bool = False
 
 
 def _share(x: float | None) -> float | None:
@@ -139,6 +74,8 @@ class Recorder:
         self.ceiling_proxy: int | None = None  # a stage view's CUDA-graph batch-size proxy
         self.server_args: dict[str, str] = {}
         self.server_args_count = 0
+        self.starts: list[StartMark] = []
+        self._stats_in_start = False  # a stats line since the latest start opened
         self.req_stats: list[ReqTimeStats] = []
         self.req_stats_negative = 0
         self.finish = FinishRecords()
@@ -282,6 +219,8 @@ class Recorder:
             return
         self.scheduler_lines += 1
         t = self._event_time(origin)
+        if not origin.stage:
+            self._note_start(ev, kind, t)
         if kind is DecodeBatch:
             self._decode(ev, line, t)
         elif kind is PrefillBatch:
@@ -347,6 +286,25 @@ class Recorder:
             prealloc, swa_used, swa_ratio, mamba_used, mamba_ratio, after_idle,
             ev.preallocated_usage is not None or (bool(pd) and ("prealloc" in pd or "transfer" in pd)),
             self.scheduler_lines))
+
+    def _note_start(self, ev, kind: type, t: float | None) -> None:
+        """Open a start at its start-up line (:class:`StartMark`), or note a stats line in the current one."""
+        if kind is ServerArgs or (kind is Capacity and (self._stats_in_start or not self.starts)):
+            counters = {key: {name: s.counter(name) for name in START_COUNTERS}
+                        for key, s in self.states.schedulers.items()}
+            self.starts.append(StartMark(self.scheduler_lines - 1, t, "server_args" if kind is ServerArgs else "capacity",
+                                         counters=counters))
+            self._stats_in_start = False
+        elif kind in (DecodeBatch, PrefillBatch, Retraction):
+            if not self.starts:
+                self.starts.append(StartMark(0, t, None))
+            self._stats_in_start = True
+        if self.starts:
+            start = self.starts[-1]
+            if kind is ServerArgs:
+                start.server_args = ev
+            elif kind is Capacity and start.capacity is None:
+                start.capacity = ev
 
     @property
     def unestimated_retractions(self) -> int:

@@ -230,6 +230,34 @@ def _dp_ranks(d: dict) -> list[tuple[str, str]]:
     ]
 
 
+#: Starts listed at each end of a log of many (a crash-looping server).
+STARTS_SHOWN = 10
+
+
+def _starts(d: dict) -> list[tuple[str, str]]:
+    """One row per server start: its settings as printed, then its own figures (the first and last
+    :data:`STARTS_SHOWN` starts of a log of more; the JSON document has every one)."""
+    rows = []
+    shown = d["starts"]
+    if len(shown) > 2 * STARTS_SHOWN:
+        shown = shown[:STARTS_SHOWN] + [None] + shown[-STARTS_SHOWN:]
+    for r in shown:
+        if r is None:
+            rows.append(("...", f"{num(len(d['starts']) - 2 * STARTS_SHOWN)} more starts (every one in --format json)"))
+            continue
+        interval = f"{num(r['decode_log_interval'])} ({r['decode_log_interval_source']})"
+        settings = (f"interval {interval}, ceiling {num(r['max_running_requests'])}, capacity "
+                    f"{num(r['max_total_num_tokens'])} tokens, chunk {num(r['chunked_prefill_size'])}")
+        dec = r["decode_batch"]
+        batch = (f"decode batch p50 {num(dec['p50'])}, p90 {num(dec['p90'])}, max {num(dec['max'])}" if dec
+                 else "no Decode line")
+        share_ = "n/a" if r["retraction_share_of_batches"] is None else pct(r["retraction_share_of_batches"], 2)
+        rows.append((f"start {r['index']} at {r['time'] or 'n/a'}",
+                     f"{settings}; {num(r['prefill_batches'])} prefill batches + {num(r['decode_steps'])} decode "
+                     f"steps, {batch}, {plural(r['retractions'], 'retraction') if r['retractions'] is not None else 'retractions n/a'} ({share_} of batches)"))
+    return rows
+
+
 def _classes(c: dict) -> list[tuple[str, str]]:
     table = fig(c, "classes") if c["classes"] is None else "; ".join(
         f"{name}: {num(r['requests'])} requests, TTFT p99 {num(r['ttft_p99_seconds'], 3, ' s')}"
@@ -252,7 +280,8 @@ def sections(doc: dict) -> list[tuple[str, list[tuple[str, str]], dict | None]]:
     startup += [(f"--expect {c['name']}", _expect_row(c)) for c in st["expected"]]
     startup += [(f"{c['name']} adjusted", f"server_args {c['server_args']} -> in effect {c['effective']}")
                 for c in st["adjusted_by_server"]]
-    return [
+    out = [("Server starts", _starts(doc["starts"]), doc["starts"]["verdict"])] if doc["starts"]["count"] > 1 else []
+    return out + [
         ("1. Batch size", _batch(doc["batch_size"]), doc["batch_size"]["bound"]),
         ("2. Retractions", _retractions(doc["retractions"]), doc["retractions"]["verdict"]),
         ("3. Throughput truth", _throughput(doc["throughput"]), doc["throughput"]["verdict"]),

@@ -8,7 +8,7 @@ domains; :func:`enforce` is the last-resort guard that turns such a value into `
 
 from __future__ import annotations
 
-from . import baseline, batch, classes, header, kv, queue, ranks, retractions, scenario, startup, throughput
+from . import baseline, batch, classes, header, kv, queue, ranks, retractions, scenario, startup, starts, throughput
 from .domains import LABEL, UNEXPECTED, ListOf, MapOf, Record, dotted
 from .domains import violations as _violations
 
@@ -17,7 +17,7 @@ BASELINE_SCHEMA = baseline.BASELINE_SCHEMA
 
 #: Top-level keys of a single report, in order (stable: the JSON contract).
 TOP_KEYS = ("schema", "inputs", "lines", "span", "schedulers", "settings", "batch_size", "retractions",
-            "throughput", "kv_capacity", "queue_latency", "dp_balance", "priority_classes", "scenario", "checklist", "startup", "timeline", "stages")
+            "throughput", "kv_capacity", "queue_latency", "dp_balance", "priority_classes", "scenario", "checklist", "startup", "starts", "timeline", "stages")
 #: The sections whose figures carry an n/a reason in ``not_available``.
 FIGURE_SECTIONS = {"batch_size": batch.DOMAINS, "retractions": retractions.DOMAINS,
                    "throughput": throughput.DOMAINS, "kv_capacity": kv.DOMAINS, "queue_latency": queue.DOMAINS,
@@ -35,6 +35,7 @@ STAGE_DOCUMENT = Record({
     "scenario": Record(scenario.DOMAINS),
     "checklist": scenario.CHECKLIST,
     "startup": Record(startup.DOMAINS),
+    "starts": Record(starts.DOMAINS),
     "timeline": header.TIMELINE,
 })
 DOCUMENT = Record({**STAGE_DOCUMENT.fields, "stages": MapOf(STAGE_DOCUMENT)})
