@@ -116,12 +116,14 @@ def _fill(handler, path, size: int) -> None:
         i += 1
 
 
-@pytest.mark.parametrize("cut", ["before-the-start", "inside-the-start"])
-def test_after_the_shipped_rotation_the_start_is_read_from_the_rotated_file(shipped_handler, tmp_path, cut):
+@pytest.mark.parametrize("cut,glob", [("before-the-start", False), ("inside-the-start", False),
+                                      ("before-the-start", True)])
+def test_after_the_shipped_rotation_the_start_is_read_from_the_rotated_file(shipped_handler, tmp_path, cut, glob):
     """The shipped handler (backup_count 2) rotated the first start into sglang.log.2 and the second
     into sglang.log.1 (whole, or with its later start-up lines in sglang.log when the rotation fell
     inside it); sglang.log holds no server_args line. Before: no ceiling, and the interval 40
-    (source default), or no capacity either."""
+    (source default), or no capacity either. Followed with a glob over the rotated names too
+    (docs/tailing.md#rotation), the oldest file's start was applied last: the first start's facts."""
     path = tmp_path / "sglang.log"
     segment = max(len(_text(FIRST)), len(_text(SECOND_START + SECOND_TRAFFIC))) + 1
     handler = shipped_handler(str(path), max_bytes=segment, backup_count=2)
@@ -142,7 +144,8 @@ def test_after_the_shipped_rotation_the_start_is_read_from_the_rotated_file(ship
     assert b"server_args=" not in current and b"'decode_log_interval': 5" in newest
     assert (b"max_total_num_tokens=6000" in current) == (cut == "inside-the-start")
     assert b"'decode_log_interval': 40" in (tmp_path / "sglang.log.2").read_bytes()
-    exp = Exporter("--log.path", str(path), "--gpu.enabled", "false")
+    followed = str(tmp_path / "sglang.log*") if glob else str(path)  # the rotated names too
+    exp = Exporter("--log.path", followed, "--gpu.enabled", "false")
     try:
         m = _opened(exp, path)
         assert _facts(m) == (5, 8, 6000)

@@ -15,6 +15,9 @@ siblings newest first (uncompressed ones: a ``.gz`` cannot be read backwards), a
 :data:`BACK_SCAN_BYTES` in all. It then hands over that start's text in forward order, from the
 ``server_args`` line on, at most ``limit`` bytes across the files up to the start position.
 
+A rotated copy that a glob follows beside its log (``sglang.log*``) applies nothing: the log's own
+search reaches it, and the glob's name order would otherwise apply the oldest start last.
+
 Where no ``server_args`` line exists in the file and its siblings (SGLang Omni never prints one,
 nor did SGLang before 2024-10), the file's head (``limit`` bytes) is searched as before, and one line
 says so. Past the search bound nothing is known: if the bound is reached inside the file, its head
@@ -39,7 +42,7 @@ from collections.abc import Iterator
 from ...events import ServerArgs
 from ...paths import display_path
 from .ingest import STARTUP_LINE_MAX
-from .missed import rotated_siblings
+from .missed import SEPARATORS, is_rotated_name, rotated_siblings
 from .parser import parse_line
 from .stats import LogStats
 
@@ -154,6 +157,17 @@ def _siblings(path: str, fd: int) -> list[tuple[str, int]]:
     return [(p, size) for _, p, size in found]
 
 
+def rotated_from(path: str) -> str | None:
+    """The log next to ``path`` (its target when a symlink) of which ``path`` is a rotated copy
+    (``sglang.log`` for ``sglang.log.1``), when that log exists; else None."""
+    directory, name = os.path.split(os.path.realpath(path))
+    for i, c in enumerate(name):
+        base = os.path.join(directory, name[:i])
+        if i and c in SEPARATORS and is_rotated_name(name, name[:i]) and os.path.isfile(base):
+            return base
+    return None
+
+
 def start_chunks(path: str, fd: int, size: int, limit: int, chunk: int, stats: LogStats | None = None,
                  back_limit: int = BACK_SCAN_BYTES) -> Iterator[bytes]:
     """The text of the running server's last start, as consecutive chunks for
@@ -170,12 +184,19 @@ def start_chunks(path: str, fd: int, size: int, limit: int, chunk: int, stats: L
         back_limit: Most bytes searched backwards for the last start, over the file and siblings.
 
     Yields:
-        Raw bytes: from the last ``server_args`` line on, through the newer siblings and the file up
+        Nothing for a rotated copy of a log that exists (``sglang.log.1`` beside ``sglang.log``:
+        that log's search covers it, and a glob that follows both would otherwise apply the older
+        start after the newer one). Else raw bytes: from the last ``server_args`` line on, through the newer siblings and the file up
         to ``size``; or the file's head when no file has such a line; or nothing (logged) when the
         search bound was reached and the head has one. A ``\\n`` separates two files. Opened
         siblings are closed when the generator ends or is closed.
     """
     where = display_path(path)
+    base = rotated_from(path)
+    if base is not None:  # its log's search reaches it; applied here, an old start would win (glob order)
+        log.info("%s is a rotated file of %s: the running server's start-up facts are searched from that one",
+                 where, display_path(base))
+        return
     offset, searched = last_start(fd, size, back_limit, chunk, stats)
     files: list[tuple[str, int, int]] = []  # (path, fd, size) newest first: siblings opened here
     try:
