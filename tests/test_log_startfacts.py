@@ -158,6 +158,22 @@ def test_after_the_shipped_rotation_the_start_is_read_from_the_rotated_file(ship
         assert exp.terminate() == 0
 
 
+def test_an_empty_log_after_logrotate_takes_the_start_of_its_rotated_file(tmp_path):
+    """logrotate's create leaves an empty sglang.log until the server writes (hours for an idle
+    one); a sidecar restarted then found no start-up facts at all."""
+    path = tmp_path / "sglang.log"
+    (tmp_path / "sglang.log.2").write_bytes(_text(FIRST))
+    (tmp_path / "sglang.log.1").write_bytes(_text(SECOND_START + SECOND_TRAFFIC))
+    os.utime(tmp_path / "sglang.log.2", ns=(1, 1_000_000_000))
+    os.utime(tmp_path / "sglang.log.1", ns=(1, 2_000_000_000))
+    path.write_bytes(b"")
+    exp = Exporter("--log.path", str(path), "--gpu.enabled", "false")
+    try:
+        assert _facts(_opened(exp, path)) == (5, 8, 6000)
+    finally:
+        assert exp.terminate() == 0
+
+
 def test_no_start_anywhere_leaves_the_interval_assumed_and_no_capacity(tmp_path):
     path = tmp_path / "sglang.log"
     (tmp_path / "sglang.log.1").write_bytes(_text(STATS))

@@ -415,6 +415,9 @@ class Tailer:
             log.info("starting at the end of %s: the %s bytes already in it are skipped "
                      "(--log.from-beginning reads them)", display_path(self.path), f"{fst.st_size:,}")
         else:
+            if not self._started and not self.from_beginning:  # empty (logrotate's create): its start is rotated
+                self.sink.startup_facts(start_chunks(self.path, f.fileno(), 0, STARTUP_SCAN_BYTES, SCAN_CHUNK,
+                                                     self.log_stats))
             log.info("following %s from offset %d", display_path(self.path), offset)
         if offset:
             f.seek(offset)

@@ -186,10 +186,10 @@ def start_chunks(path: str, fd: int, size: int, limit: int, chunk: int, stats: L
     Yields:
         Nothing for a rotated copy of a log that exists (``sglang.log.1`` beside ``sglang.log``:
         that log's search covers it, and a glob that follows both would otherwise apply the older
-        start after the newer one). Else raw bytes: from the last ``server_args`` line on, through the newer siblings and the file up
-        to ``size``; or the file's head when no file has such a line; or nothing (logged) when the
-        search bound was reached and the head has one. A ``\\n`` separates two files. Opened
-        siblings are closed when the generator ends or is closed.
+        start after the newer one). Else raw bytes: from the last ``server_args`` line on, through
+        the newer siblings and the file up to ``size``; or the file's head when no file has such a
+        line; or nothing (logged) when the search bound was reached and the head has one. A
+        ``\\n`` separates two files. Opened siblings are closed when the generator ends or is closed.
     """
     where = display_path(path)
     base = rotated_from(path)
@@ -219,6 +219,8 @@ def start_chunks(path: str, fd: int, size: int, limit: int, chunk: int, stats: L
                 if n < sib_size:
                     break  # bound reached inside this sibling
             if offset is None:  # the file has none: its head is searched as before
+                if not searched:
+                    return  # an empty file without rotated files: nothing to say
                 if searched >= back_limit:
                     log.warning("%s: no SGLang start (server_args line) in the last %s bytes of it and its "
                                 "rotated files: %s", where, f"{back_limit:,}", UNKNOWN)
