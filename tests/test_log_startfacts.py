@@ -10,14 +10,16 @@ interval 40 (the default, printed in server_args), 16 requests, 20,000 tokens; s
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import logging
 import os
 import sys
+import time
 
 import pytest
 from conftest import CORPUS, ROOT, value
-from exporter_support import Exporter
+from exporter_support import DEADLINE, Exporter
 
 from exporter.scheduler.state import SchedulerStates
 from exporter.scheduler.store import SchedulerStore
@@ -174,14 +176,25 @@ def test_an_empty_log_after_logrotate_takes_the_start_of_its_rotated_file(tmp_pa
         assert exp.terminate() == 0
 
 
-def test_no_start_anywhere_leaves_the_interval_assumed_and_no_capacity(tmp_path):
+@pytest.mark.parametrize("compressed", [False, True])
+def test_no_start_within_reach_leaves_the_interval_assumed_and_no_capacity(tmp_path, compressed):
+    """No server_args line in the log and its rotated files; or only in logrotate's compressed
+    sglang.log.2.gz, which is not searched: then one warning names it."""
     path = tmp_path / "sglang.log"
+    if compressed:
+        (tmp_path / "sglang.log.2.gz").write_bytes(gzip.compress(_text(SECOND_START + SECOND_TRAFFIC)))
     (tmp_path / "sglang.log.1").write_bytes(_text(STATS))
     os.utime(tmp_path / "sglang.log.1", ns=(1, 1))
     path.write_bytes(_text(STATS))
     exp = Exporter("--log.path", str(path), "--gpu.enabled", "false")
     try:
         m = _opened(exp, path)
+        end = time.monotonic() + DEADLINE  # the search's lines come before this one on stderr
+        while not any("starting at the end of" in line for line in exp.stderr_lines):
+            assert time.monotonic() < end, "".join(exp.stderr_lines)
+            time.sleep(0.05)
+        warned = [line for line in exp.stderr_lines if "are not searched" in line]
+        assert len(warned) == (1 if compressed else 0) and all("sglang.log.2.gz" in line for line in warned)
         with open(path, "ab") as f:
             f.write(_text(DECODES[:3]))
         m = exp.wait_for(lambda m: value(m, "sglang_exporter_log_lines_total", kind="decode", result="parsed") == 3,

@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from ...events import ServerArgs
 from ...paths import display_path
 from .ingest import STARTUP_LINE_MAX
-from .missed import SEPARATORS, is_rotated_name, rotated_siblings
+from .missed import COMPRESSED, SEPARATORS, is_rotated_name, rotated_siblings
 from .parser import parse_line
 from .stats import LogStats
 
@@ -157,6 +157,18 @@ def _siblings(path: str, fd: int) -> list[tuple[str, int]]:
     return [(p, size) for _, p, size in found]
 
 
+def compressed_siblings(path: str) -> list[str]:
+    """Names of the compressed rotated copies next to ``path`` (``sglang.log.2.gz``), which are not
+    searched (a compressed stream cannot be read backwards); ``[]`` when the directory is unreadable."""
+    directory, base = os.path.split(os.path.realpath(path))
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return []
+    return sorted(name for name in names for ext in COMPRESSED
+                  if name.endswith(ext) and is_rotated_name(name[:-len(ext)], base))
+
+
 def rotated_from(path: str) -> str | None:
     """The log next to ``path`` (its target when a symlink) of which ``path`` is a rotated copy
     (``sglang.log`` for ``sglang.log.1``), when that log exists; else None."""
@@ -224,6 +236,10 @@ def start_chunks(path: str, fd: int, size: int, limit: int, chunk: int, stats: L
                 if searched >= back_limit:
                     log.warning("%s: no SGLang start (server_args line) in the last %s bytes of it and its "
                                 "rotated files: %s", where, f"{back_limit:,}", UNKNOWN)
+                elif packed := compressed_siblings(path):  # logrotate's compress: the start may be there
+                    log.warning("%s and its uncompressed rotated files hold no SGLang start (server_args "
+                                "line); compressed ones (%s) are not searched: %s", where, ", ".join(packed[:3]),
+                                UNKNOWN)
                 else:  # SGLang Omni, SGLang before 2024-10
                     log.info("%s and its rotated files hold no server_args line: the decode-log interval "
                              "is the setting's (--sglang.decode-log-interval)", where)
