@@ -96,7 +96,8 @@ class LogSettings(BaseModel):
         "unless --demo.")
     from_beginning: bool = Field(
         False, description="Read an existing log from its first line at start-up. By default the exporter "
-        "starts at the end of the file, so a restarted exporter never counts a line twice.")
+        "starts at the end of the file, so a restarted exporter never counts a line twice; the start-up "
+        "facts of the server's last start before the end (or in its rotated files) are still applied.")
     poll_interval: float = Field(
         DEFAULT_LOG_POLL_INTERVAL, gt=0, le=60, json_schema_extra={"metavar": "SECONDS"},
         description="Seconds between checks of the file when no file event arrives.")
@@ -193,8 +194,8 @@ class SglangSettings(BaseModel):
     chunked_prefill_size: int | None = Field(
         None, ge=CHUNKED_PREFILL_SIZE_MIN, le=CHUNKED_PREFILL_SIZE_MAX, json_schema_extra={"metavar": "TOKENS"},
         description="SGLang's --chunked-prefill-size, used only when the log "
-        "has neither the start-up capacity line nor server_args (a log excerpt, or a log rotated since "
-        "the server started). It lets admitted requests discount the continuing chunk of a chunked "
+        "has neither the start-up capacity line nor server_args (a log excerpt, or a log whose start was "
+        "rotated away with its rotated files). It lets admitted requests discount the continuing chunk of a chunked "
         "prefill; without it #new-seq is summed as is (an upper bound).")
     @field_validator("stage_decode_log_intervals")
     @classmethod

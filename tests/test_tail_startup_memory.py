@@ -59,7 +59,7 @@ def test_a_line_longer_than_the_search_limit_is_passed_over():
 
 
 def _log(path, size: int, multibyte: bool) -> None:
-    head = CAPACITY + b"\n" + SERVER_ARGS + b"\n"
+    head = SERVER_ARGS + b"\n" + CAPACITY + b"\n"  # SGLang's order: a start opens with server_args
     if multibyte:
         head += "[2026-09-13 16:05:03] Загрузка весов модели: 模型权重 ✓\n".encode() * 100
     with open(path, "wb") as f:

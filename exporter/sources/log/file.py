@@ -20,8 +20,9 @@ Vector):
   (``docs/tailing.md#copytruncate``).
 * **Start position**: an existing file is read from its end at start-up (a restarted exporter must
   not count a file twice; Prometheus handles the counter reset), from 0 with ``from_beginning``.
-  Starting mid-line skips that fragment. Files that appear later are read from 0. The skipped head
-  is still searched, in chunks of :data:`SCAN_CHUNK`, for the server's start-up facts.
+  Starting mid-line skips that fragment. Files that appear later are read from 0. The skipped part
+  (and the rotated files before it) is still searched, in chunks of :data:`SCAN_CHUNK`, for the
+  start-up facts of the server's last start (:mod:`.startfacts`).
 * **Regular files only**: a path naming a directory, FIFO, socket or device is skipped with one
   warning (reading ``/dev/zero`` never ends; opening a FIFO waits for a writer), and the check is
   made again on the open descriptor (opened non-blocking), so a path swapped in between cannot
@@ -43,7 +44,7 @@ import os
 import stat
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from ...limits import DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
@@ -51,6 +52,7 @@ from ...paths import directory_problem, display_path
 from .copies import find_copy, is_copy_of
 from .lines import LineSplitter
 from .missed import is_rotated_name, unseen_rotated_files
+from .startfacts import start_chunks
 from .stats import FileStats, LogStats
 
 log = logging.getLogger(__name__)
@@ -59,7 +61,8 @@ log = logging.getLogger(__name__)
 READ_CHUNK = 1 << 20
 #: Bytes of a file's head kept with a remembered read position, to tell a reused inode number apart.
 FINGERPRINT_BYTES = 256
-#: How much of an existing log's head is searched for start-up lines when starting at its end.
+#: Most bytes of a start's text (from its server_args line on; a log's head when it has none) searched
+#: for start-up lines when starting at a log's end (:mod:`.startfacts`).
 STARTUP_SCAN_BYTES = 64 << 20
 #: Bytes of that head read and searched at a time (start-up memory stays within a few MB of idle).
 SCAN_CHUNK = 256 << 10
@@ -181,28 +184,6 @@ def not_regular(mode: int, path: str) -> str:
             else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
             else "not a regular file")
     return f"is {kind}, not a regular file"
-
-
-def head_chunks(fd: int, size: int, limit: int = STARTUP_SCAN_BYTES, chunk: int = SCAN_CHUNK,
-                stats: LogStats | None = None) -> Iterator[bytes]:
-    """The first ``min(size, limit)`` bytes of an open file, ``chunk`` bytes at a time (``pread``:
-    the descriptor's offset does not move). Stops early at an error or end of file. Each chunk read
-    is recorded as progress in ``stats.progress_at`` when given: the search of 64 MiB heads on a
-    slow disk is reading, and must not fail ``/healthz`` (a liveness probe would restart the
-    exporter into the same search)."""
-    end = min(size, limit)
-    pos = 0
-    while pos < end:
-        try:
-            data = os.pread(fd, min(chunk, end - pos), pos)
-        except OSError:
-            return
-        if not data:
-            return
-        pos += len(data)
-        if stats is not None:
-            stats.progress_at = time.monotonic()
-        yield data
 
 
 class Tailer:
@@ -428,11 +409,15 @@ class Tailer:
                 skipping = os.pread(f.fileno(), 1, fst.st_size - 1) != b"\n"  # started mid-line
             except OSError:
                 skipping = False
-            # The server's capacity and server_args lines precede the end: keep what they say.
-            self.sink.startup_facts(head_chunks(f.fileno(), fst.st_size, stats=self.log_stats))
+            # The running server's start-up lines precede the end: keep what they say.
+            self.sink.startup_facts(start_chunks(self.path, f.fileno(), fst.st_size, STARTUP_SCAN_BYTES,
+                                                 SCAN_CHUNK, self.log_stats))
             log.info("starting at the end of %s: the %s bytes already in it are skipped "
                      "(--log.from-beginning reads them)", display_path(self.path), f"{fst.st_size:,}")
         else:
+            if not self._started and not self.from_beginning:  # empty (logrotate's create): its start is rotated
+                self.sink.startup_facts(start_chunks(self.path, f.fileno(), 0, STARTUP_SCAN_BYTES, SCAN_CHUNK,
+                                                     self.log_stats))
             log.info("following %s from offset %d", display_path(self.path), offset)
         if offset:
             f.seek(offset)

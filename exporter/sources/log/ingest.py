@@ -169,8 +169,8 @@ class Ingest:
         line longer than :data:`STARTUP_LINE_MAX` bytes is no start-up line and is passed over.
 
         Args:
-            chunks: Consecutive raw bytes of the skipped part of the file (the tailer passes its head
-                in chunks: :func:`~.file.head_chunks`).
+            chunks: Consecutive raw bytes of the skipped part of the file (the tailer passes the
+                text of the server's last start in chunks: :func:`~.startfacts.start_chunks`).
 
         Returns:
             The number of start-up events applied.
