@@ -9,21 +9,19 @@ the real promtool by tests/test_fpm_buckets.py.
 
 from __future__ import annotations
 
-import io
 import math
 import random
-from contextlib import redirect_stdout
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, corpus_files, samples
+from exporter_support import one_shot_run
 from histogram_quantile import exact_percentile, histogram_quantile, within
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scheduler_support import feed, scrape
 
-from exporter.cli import main
 from exporter.events import DecodeBatch, PrefillBatch
 from exporter.metrics import get
 from exporter.metrics.buckets import PREFILL_BATCH_TOKENS_BUCKETS, REQUESTS_BUCKETS, relative_bounds
@@ -136,11 +134,9 @@ def _histogram(m: dict, name: str, **labels) -> dict[float, float]:
 
 
 def _one_shot(path: Path, *flags: str) -> dict:
-    out = io.StringIO()
-    with redirect_stdout(out):
-        code = main(["--log.path", str(path), "--one-shot", *flags])
+    code, text = one_shot_run(path, *flags)
     assert code in (0, 3)  # 3: no scheduler line in the file (001: all of them damaged)
-    return samples(out.getvalue())
+    return samples(text)
 
 
 @pytest.mark.parametrize("path", [*corpus_files(), SAMPLE], ids=lambda p: p.name[:3])

@@ -23,20 +23,17 @@ takes about a minute. Every wait polls with a deadline; only 127.0.0.1 is used.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import subprocess
 import sys
-from contextlib import redirect_stdout
 
 import pytest
 import yaml
 from conftest import CORPUS, ROOT, require_tool, samples
+from exporter_support import one_shot_run
 from prometheus_support import Prometheus, free_port, get, log_lines, stop, wait_for
 from rules_support import RULE_FILES
-
-from exporter.cli import main
 
 PODMONITOR = ROOT / "deploy" / "kubernetes" / "example" / "podmonitor.yaml"
 DEADLINE_S = 90.0
@@ -57,10 +54,13 @@ def _pods() -> dict[str, tuple[list[str], list[str]]]:
 
 def _one_shot_batches(path) -> float:
     """sum(sglang_scheduler_batches_total) of the whole log, by the command's one-shot mode."""
-    out = io.StringIO()
-    with redirect_stdout(out):
-        assert main(["--log.path", str(path), "--one-shot"]) == 0
-    return sum(v for (n, _), v in samples(out.getvalue()).items() if n == "sglang_scheduler_batches_total")
+    code, text = one_shot_run(path)
+    assert code == 0
+    return _batches(text)
+
+
+def _batches(text: str) -> float:
+    return sum(v for (n, _), v in samples(text).items() if n == "sglang_scheduler_batches_total")
 
 
 def _scrape_limits() -> dict:
@@ -174,9 +174,6 @@ def test_agent_remote_write_central_store_matches_a_single_prometheus(fleet):
     central, single = fleet["central"], fleet["single"]
     stores = {"central": central, "single": single}
 
-    def batches(text: str) -> float:
-        return sum(v for (n, _), v in samples(text).items() if n == "sglang_scheduler_batches_total")
-
     def stored(prom: Prometheus) -> dict[str, float]:
         return {r["metric"]["pod"]: float(r["value"][1])
                 for r in prom.query('sum by (pod) (sglang_scheduler_batches_total{job="sglang-exporter"})')}
@@ -185,7 +182,7 @@ def test_agent_remote_write_central_store_matches_a_single_prometheus(fleet):
     for pod, (first, _) in pods.items():
         with sidecars[pod]["log"].open("a") as f:
             f.writelines(first)
-    step1 = {pod: wait_for(f"{pod}'s sidecar to read step 1", lambda s=s: batches(get(s["url"])), procs=procs)
+    step1 = {pod: wait_for(f"{pod}'s sidecar to read step 1", lambda s=s: _batches(get(s["url"])), procs=procs)
              for pod, s in sidecars.items()}
     for name, prom in stores.items():
         wait_for(f"the {name} store to hold step 1 of every pod", lambda p=prom: stored(p) == step1,
@@ -205,7 +202,7 @@ def test_agent_remote_write_central_store_matches_a_single_prometheus(fleet):
         with sidecars[pod]["log"].open("a") as f:
             f.writelines(rest)
     for pod, s in sidecars.items():
-        wait_for(f"{pod}'s sidecar to read step 2", lambda s=s, pod=pod: batches(get(s["url"])) == final[pod], procs=procs)
+        wait_for(f"{pod}'s sidecar to read step 2", lambda s=s, pod=pod: _batches(get(s["url"])) == final[pod], procs=procs)
     for name, prom in stores.items():
         wait_for(f"the {name} store to hold step 2 of every pod", lambda p=prom: stored(p) == final, DEADLINE_S, procs)
 

@@ -9,15 +9,13 @@ tests/test_prometheus_integration.py.
 
 from __future__ import annotations
 
-import io
 import math
 from collections import Counter
-from contextlib import redirect_stdout
 
 import pytest
 from conftest import CORPUS, samples
+from exporter_support import one_shot_run
 
-from exporter.cli import main
 from exporter.metrics import get
 
 BUDGET = 200
@@ -26,11 +24,9 @@ REAL = ("060", "061", "062", "067")
 
 
 def _run(prefix: str, *flags: str) -> dict:
-    path = next(CORPUS.glob(f"{prefix}-*.log"))
-    out = io.StringIO()
-    with redirect_stdout(out):
-        assert main(["--log.path", str(path), "--one-shot", *flags]) == 0
-    return samples(out.getvalue())
+    code, text = one_shot_run(next(CORPUS.glob(f"{prefix}-*.log")), *flags)
+    assert code == 0
+    return samples(text)
 
 
 def _per_scheduler(m: dict) -> Counter:
