@@ -47,6 +47,8 @@ def served(view: SchedulerView) -> SchedulerView:
         key = (h.bounds, max(ceilings) if ceilings else None, coarse)
         pick = _PICKS.get(key)
         if pick is None:
+            if len(_PICKS) >= 256:  # one entry per distinct ceiling: a log of many restarts cannot grow it
+                _PICKS.clear()
             keep = served_bounds(h.bounds, key[1], coarse)
             index = {b: i for i, b in enumerate(h.bounds)}
             pick = _PICKS[key] = (keep, (*(index[b] for b in keep), len(h.bounds)))
