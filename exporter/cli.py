@@ -165,7 +165,8 @@ def _one_shot(settings: Settings, store: SchedulerStore) -> int:
     log_source = LogSource(paths, store, from_beginning=True, max_line_bytes=settings.log.max_line_bytes,
                            max_files_per_glob=settings.log.max_files_per_glob, bulk=True)
     log_source.read_all()
-    write_stdout(generate_latest(build_registry(store, log_source, None, fine_buckets=settings.sglang.fine_buckets)).decode())
+    registry = build_registry(store, log_source, None, fine_buckets=settings.sglang.fine_buckets)
+    write_stdout(generate_latest(registry).decode())
     return _warn_no_scheduler_lines(log_source)
 
 

@@ -17,8 +17,8 @@ limits (``sampleLimit``, ``labelLimit``, ``labelValueLengthLimit``) and remote-w
 Prometheus (``--web.enable-remote-write-receiver``) that loads the shipped rule files; a single
 Prometheus scrapes the same sidecars with the same settings and rules. Every ratio, mean, quantile
 and maximum the rules record, and the set of alerts (pending: every ``for:`` is 5 minutes or more),
-must be the same in both (to 1e-3: the two scrape at their own instants, see ``_same``). Scrapes run every second instead of the PodMonitor's 15 s so that the test
-takes about a minute. Every wait polls with a deadline; only 127.0.0.1 is used.
+must be the same in both (to 1e-3: the two scrape at their own instants, see ``_same``). Scrapes run
+every second instead of the PodMonitor's 15 s so that the test takes under two minutes. Every wait polls with a deadline; only 127.0.0.1 is used.
 """
 
 from __future__ import annotations
