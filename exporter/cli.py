@@ -44,7 +44,7 @@ log = logging.getLogger("sglang_exporter")
 
 def build_registry(store: SchedulerStore, log_source: LogSource, idle_after: float | None,
                    gpu: GpuCollector | None = None, fpm: Collector | None = None,
-                   omni: Collector | None = None) -> CollectorRegistry:
+                   omni: Collector | None = None, fine_buckets: bool = False) -> CollectorRegistry:
     """A private registry: the scheduler collector, SGLang Omni's pipeline collector (from the log),
     then each source's (``gpu``, ``fpm``, ``omni`` if given), all guarded. Before they collect, the
     log reader reads what was appended since its last pass, so that a scrape shows every line
@@ -56,7 +56,7 @@ def build_registry(store: SchedulerStore, log_source: LogSource, idle_after: flo
     family that two collectors claim fails here, at start-up.
     """
     collectors: list[tuple[str, Collector]] = [
-        ("scheduler", SchedulerCollector(store, idle_after)),
+        ("scheduler", SchedulerCollector(store, idle_after, fine_buckets=fine_buckets)),
         ("pipeline", PipelineCollector(store)),
         ("log", log_source.collector()),
     ]
@@ -165,7 +165,8 @@ def _one_shot(settings: Settings, store: SchedulerStore) -> int:
     log_source = LogSource(paths, store, from_beginning=True, max_line_bytes=settings.log.max_line_bytes,
                            max_files_per_glob=settings.log.max_files_per_glob, bulk=True)
     log_source.read_all()
-    write_stdout(generate_latest(build_registry(store, log_source, None)).decode())
+    registry = build_registry(store, log_source, None, fine_buckets=settings.sglang.fine_buckets)
+    write_stdout(generate_latest(registry).decode())
     return _warn_no_scheduler_lines(log_source)
 
 
@@ -240,7 +241,8 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
         omni_poller = make_omni_poller(settings.omni, on_stages=SilentStages(store, log_source.stats))
     registry = build_registry(store, log_source, settings.sglang.idle_after, gpu,
                               fpm.collector if fpm is not None else None,
-                              OmniCollector(omni_poller) if omni_poller is not None else None)
+                              OmniCollector(omni_poller) if omni_poller is not None else None,
+                              fine_buckets=settings.sglang.fine_buckets)
     listen = listen_address(settings)
     host, port = parse_listen_address(listen)
 

@@ -199,6 +199,10 @@ class Config:
     ranks_level: str = "group_stage"
     #: Level of the per-priority-class rules (target, group, priority_class).
     priority_level: str = "group_priority_class"
+    #: Level of the fleet rules (docs/alerts.md, "Many clusters"): the per-scheduler figures with the
+    #: pod and the group aggregated away, by the target labels only (add ``cluster`` to
+    #: target_labels where agents of several clusters write into one store).
+    fleet_level: str = "namespace"
     #: The label the priority class is written to, and the mapping (see PRIORITY_CLASSES).
     priority_class_label: str = "priority_class"
     priority_classes: tuple[tuple[str, str], ...] = PRIORITY_CLASSES

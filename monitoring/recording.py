@@ -448,6 +448,38 @@ def priority_rules(cfg: Config) -> list[Recording]:
     return rules
 
 
+def fleet_rules(cfg: Config) -> list[Recording]:
+    """The fleet views: the per-scheduler headline figures with the pod and the group aggregated away,
+    by the target labels only (level ``fleet_level``), so that a central store's dashboards and a
+    federation or remote-write filter need a handful of series per namespace instead of one per pod."""
+    R = cfg.record
+    fleet = ", ".join(cfg.target_labels)
+    share, kv = R("retractions_per_batch", "ratio_rate{w}"), R("kv_usage_observed", "mean_rate{w}")
+    kv_one = f"{source(kv, LOG)}\nor on ({by(cfg)})\n{source(kv, NATIVE)}"  # as SGLangKVCacheSaturated reads it
+    retraction = cfg.alerts["SGLangRetractionRatioHigh"].threshold
+    saturated = cfg.alerts["SGLangKVCacheSaturated"].threshold
+
+    def F(metric: str, operation: str) -> str:
+        return f"{cfg.fleet_level}:sglang_{metric}:{operation}"
+
+    def over(expr: str, threshold: float) -> str:  # 0 rather than nothing where no scheduler is over
+        return (f"count by ({fleet}) (\n{indent(f'{expr} > {num(threshold)}')}\n)\n"
+                f"or\n0 * count by ({fleet}) (\n{indent(expr)}\n)")
+
+    return [
+        Recording(F("schedulers", "count"), f"count by ({fleet}) ({share})",
+                  "Schedulers with a retraction share (every scheduler a sidecar or SGLang's metrics sees)."),
+        Recording(F("scheduler_retractions_per_batch", "max"), f"max by ({fleet}) ({share})",
+                  "The worst scheduler's retraction share."),
+        Recording(F("schedulers_retraction_ratio_high", "count"), over(share, retraction),
+                  f"Schedulers whose retraction share is above {num(retraction * 100)}% (SGLangRetractionRatioHigh's "
+                  f"condition, before its for:)."),
+        Recording(F("schedulers_kv_cache_saturated", "count"), over(f"(\n{indent(kv_one)}\n)", saturated),
+                  f"Schedulers whose mean KV-cache occupancy is above {num(saturated * 100)}% "
+                  f"(SGLangKVCacheSaturated's condition, before its for:)."),
+    ]
+
+
 def recording_rules(cfg: Config) -> list[Recording]:
     """Every per-scheduler recording rule, in evaluation order (a rule reads only rules above it)."""
     return [*log_rules(cfg), *fpm_rules(cfg), *native_rules(cfg), *headline_rules(cfg), *dp_rank_rules(cfg)]
@@ -456,7 +488,7 @@ def recording_rules(cfg: Config) -> list[Recording]:
 def groups(cfg: Config) -> list[Group]:
     """The groups of sglang-recording-rules.yml."""
     return [Group("sglang-scheduler.rules", recording_rules(cfg)), Group("sglang-server.rules", server_rules(cfg)),
-            Group("sglang-priority.rules", priority_rules(cfg))]
+            Group("sglang-priority.rules", priority_rules(cfg)), Group("sglang-fleet.rules", fleet_rules(cfg))]
 
 
 def header(cfg: Config) -> str:

@@ -84,11 +84,12 @@ class Exporter:
                 self.proc.kill()
 
 
-def one_shot_run(path: Path) -> tuple[int, str]:
-    """Run the real command's main() in one-shot mode; returns its exit status and stdout."""
+def one_shot_run(path: Path, *flags: str) -> tuple[int, str]:
+    """Run the real command's main() in one-shot mode (with more ``flags``); returns its exit status
+    and stdout."""
     out = io.StringIO()
     with redirect_stdout(out):
-        code = main(["--log.path", str(path), "--one-shot"])
+        code = main(["--log.path", str(path), "--one-shot", *flags])
     return code, out.getvalue()
 
 

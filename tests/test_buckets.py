@@ -133,26 +133,40 @@ def _histogram(m: dict, name: str, **labels) -> dict[float, float]:
     return {float(dict(lb)["le"]): v for (n, lb), v in m.items() if n == name and want <= set(lb)}
 
 
+def _one_shot(path: Path, *flags: str) -> dict:
+    code, text = one_shot_run(path, *flags)
+    assert code in (0, 3)  # 3: no scheduler line in the file (001: all of them damaged)
+    return samples(text)
+
+
 @pytest.mark.parametrize("path", [*corpus_files(), SAMPLE], ids=lambda p: p.name[:3])
 def test_percentiles_of_every_corpus_log_within_the_rule(path: Path):
-    code, text = one_shot_run(path)
-    assert code in (0, 3)  # 3: no scheduler line in the file (001: all of them damaged)
-    m = samples(text)
+    """Batch sizes within max(1, 5%) with the default (budget) buckets; tokens per prefill batch
+    within max(1, 5%) with --sglang.fine-buckets, and within a factor of 2.1 by default (one bucket
+    per power of two, snapped to the full bounds: no bucket's upper bound is over 2.1 x its lower)."""
+    default = _one_shot(path)
+    fine = _one_shot(path, "--sglang.fine-buckets", "true")
     checked = 0
-    unattributed = sum(v for (n, lb), v in m.items() if n == "sglang_exporter_log_lines_total"
+    unattributed = sum(v for (n, lb), v in default.items() if n == "sglang_exporter_log_lines_total"
                        and dict(lb).get("result") == "unattributed")
     for (stage, dp, series), values in _exact_values(path).items():
         where = {"dp_rank": dp} if stage is None else {"dp_rank": dp, "stage": stage}
-        if series == "tokens":
-            buckets = _histogram(m, "sglang_scheduler_prefill_batch_tokens_bucket", **where)
-        else:
-            buckets = _histogram(m, "sglang_scheduler_batch_size_bucket", phase=series, **where)
-        if not buckets and unattributed:  # SGLang Omni lines of several stages without the shim: no stage's
-            continue
-        assert buckets[math.inf] == len(values), (stage, dp, series)
-        for q in QUANTILES:
-            exact, est = exact_percentile(q, values), histogram_quantile(q, buckets)
-            assert within(est, exact), (dp, series, q, exact, est)
-            checked += 1
-    observed = sum(v for (n, _), v in m.items() if n == "sglang_scheduler_batch_size_count")
+        for m, rule in ((default, within), (fine, within)) if series != "tokens" else \
+                ((fine, within), (default, _within_factor)):
+            if series == "tokens":
+                buckets = _histogram(m, "sglang_scheduler_prefill_batch_tokens_bucket", **where)
+            else:
+                buckets = _histogram(m, "sglang_scheduler_batch_size_bucket", phase=series, **where)
+            if not buckets and unattributed:  # SGLang Omni lines of several stages without the shim: no
+                continue                       # stage's
+            assert buckets[math.inf] == len(values), (stage, dp, series)
+            for q in QUANTILES:
+                exact, est = exact_percentile(q, values), histogram_quantile(q, buckets)
+                assert rule(est, exact), (dp, series, q, exact, est, len(buckets))
+                checked += 1
+    observed = sum(v for (n, _), v in default.items() if n == "sglang_scheduler_batch_size_count")
     assert bool(checked) == bool(observed), "every log with batch-size observations is checked"
+
+
+def _within_factor(estimate: float, exact: float, factor: float = 2.1) -> bool:
+    return exact / factor <= estimate <= exact * factor

@@ -270,6 +270,11 @@ def test_podmonitor_shape(rendered):
         assert "--enable-metrics" in sglang["args"]
         # Both targets of one pod get the same sglang_group, so the rules join the two sources.
         assert server["relabelings"] == sidecar["relabelings"]
+        # Guard rails: the sidecar's series budget with headroom (tests/test_fleet_remote_write.py
+        # scrapes real sidecars with these limits).
+        spec = monitor["spec"]
+        assert spec["sampleLimit"] >= 2 * (360 + 80 + 30) and spec["labelLimit"] >= 16
+        assert spec["labelValueLengthLimit"] >= 256
         for endpoint in (sidecar, server):
             assert endpoint["path"] == "/metrics"
             assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "relabelings"}

@@ -36,88 +36,23 @@ from __future__ import annotations
 
 import json
 import math
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from pathlib import Path
 
 import pytest
 
 from conftest import CORPUS, ROOT, require_tool, value
 from native_metrics import NativeServer, Shape
+from prometheus_support import Prometheus as _Prometheus
+from prometheus_support import free_port as _free_port
+from prometheus_support import get as _get
+from prometheus_support import log_lines as _log_lines
+from prometheus_support import stop as _stop
+from prometheus_support import wait_for as _wait_for
 
 RULE_FILES = sorted((ROOT / "deploy" / "prometheus").glob("sglang-*.yml"))
 STORM = CORPUS / "008-retraction-storm-tokens-gained-uvicorn.log"
 STARTUP = CORPUS / "009-startup-cudagraph-tqdm-warmup-no-rank-tag.log"
-DEADLINE_S = 60.0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _log_lines(path: Path) -> list[str]:
-    """The log lines of a corpus file (its three '# ' header lines are not log output)."""
-    return [line for line in path.read_text().splitlines(keepends=True) if not line.startswith("# ")]
-
-
-def _get(url: str, timeout: float = 5.0) -> str:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback only
-        return response.read().decode()
-
-
-def _wait_for(what: str, probe, deadline_s: float = DEADLINE_S, procs=()):
-    """Poll ``probe()`` until it returns something truthy; fail with the last value at the deadline."""
-    end = time.monotonic() + deadline_s
-    last = None
-    while time.monotonic() < end:
-        for p in procs:
-            if p.poll() is not None:
-                pytest.fail(f"{what}: {p.args[0]} exited with {p.returncode}")
-        try:
-            last = probe()
-        except (OSError, urllib.error.URLError, ValueError, KeyError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {deadline_s:.0f}s waiting for {what}; last: {last!r}")
-
-
-class _Prometheus:
-    def __init__(self, base: str):
-        self.base = base
-
-    def query(self, expr: str) -> list[dict]:
-        url = f"{self.base}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-        body = json.loads(_get(url))
-        assert body["status"] == "success", body
-        return body["data"]["result"]
-
-    def scalar(self, expr: str) -> float | None:
-        result = self.query(expr)
-        if len(result) != 1:
-            return None
-        return float(result[0]["value"][1])
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
 @pytest.fixture
 def stack(tmp_path):
     """The running exporter on a temp log, and Prometheus scraping it with our rules, on loopback."""

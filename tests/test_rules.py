@@ -178,6 +178,9 @@ def test_every_scheduler_series_names_its_source():
             assert "source" not in rule.get("labels", {})
             reads = re.findall(r"(\w+:\w+:\w+)(\{[^}]*\})?", rule["expr"])
             assert reads and all('source="' in matchers for _, matchers in reads), reads
+        elif rule.get("record", "").startswith("namespace:"):  # the fleet views count schedulers of any source,
+            assert "source" not in rule.get("labels", {})       # each read through its chosen series
+            assert all(r.startswith("group_dp_rank:") for r in re.findall(r"\w+:\w+:\w+", rule["expr"]))
         elif "record" in rule:
             assert rule.get("labels", {}).get("source") in {"log", "fpm", "sglang_metrics"}, rule["record"]
             sources.setdefault(rule["record"], set()).add(rule["labels"]["source"])

@@ -23,6 +23,18 @@ PREFILL_TOKEN_BUCKETS = PREFILL_BATCH_TOKENS_BUCKETS
 QUEUE_WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
                       30.0, 60.0, 120.0, 300.0, 600.0)
 
+#: Histograms whose served bounds are a subset of the state's (:func:`.buckets.served_bounds`, unless
+#: ``--sglang.fine-buckets``): histogram field -> (the capacity fields whose largest value is the
+#: ceiling the server can reach, coarse). Batch sizes keep every max(1, 5%) bound up to
+#: ``max_running_requests`` (the rules' percentiles); tokens per prefill batch, which no rule or panel
+#: takes a percentile of, keep one bound per power of two up to ``--max-prefill-tokens`` or
+#: ``--chunked-prefill-size``, whichever is larger.
+SERVED = {
+    "batch_size_prefill": (("max_running_requests",), False),
+    "batch_size_decode": (("max_running_requests",), False),
+    "prefill_tokens": (("max_prefill_tokens", "chunked_prefill_size"), True),
+}
+
 #: Every value the mapping labels of the rows below can take (the parser's pools and PD queues); the
 #: series budget of docs/metrics.md counts them.
 LABEL_VALUES = {
@@ -31,13 +43,22 @@ LABEL_VALUES = {
 }
 #: The prose before the series budget that scripts/build_metrics_doc.py writes into docs/metrics.md.
 BUDGET_TEXT = (
-    "Series per scheduler (one DP rank), at most: each histogram has its bounds, `+Inf`, `_sum` and "
-    "`_count` per phase; the batch-size and prefill-token histograms carry most of it, because their "
-    "buckets are at most max(1, 5%) wide (`exporter/metrics/buckets.py`): Prometheus' `histogram_quantile` "
-    "of p50, p90 and p99 is then within max(1, 5%) of the exact percentile, up to 1,024 requests and "
-    "131,072 tokens (coarser above). A server with N DP ranks serves N times this, plus the "
-    "`sglang_exporter_*` series. Pools and PD queues appear only where the log prints them, and every "
-    "latest-line gauge disappears while the scheduler is idle.")
+    "Series per scheduler (one DP rank), at most: each histogram has its served bounds, `+Inf`, `_sum` and "
+    "`_count` per phase. The scheduler state keeps the full bounds below; `/metrics` serves a subset of "
+    "them (exact: a cumulative histogram read at fewer `le` is still one; `SERVED` in "
+    "`exporter/metrics/scheduler.py`). Batch sizes keep every max(1, 5%) bound up to the scheduler's "
+    "`max_running_requests` (Prometheus' `histogram_quantile` of p50, p90 and p99 is then within max(1, 5%) "
+    "of the exact percentile), then two bounds at about 2x and 4x it; tokens per prefill batch, of which "
+    "no rule or panel takes a percentile, keep one bound per power of two up to the larger of "
+    "`max_prefill_tokens` and `chunked_prefill_size`, then 2x and 4x. A server with N DP ranks serves N "
+    "times this, plus the `sglang_exporter_*` series. Pools and PD queues appear only where the log prints "
+    "them, and every latest-line gauge disappears while the scheduler is idle.")
+#: The prose before the table of series by ceiling in docs/metrics.md.
+CEILING_TEXT = (
+    "With the start-up capacity line read (a sidecar that starts with the server), the batch-size "
+    "histograms stop at the scheduler's `max_running_requests`; the most series a scheduler can then "
+    "serve, all pools and PD queues counted (a plain server serves fewer: 130 on the test bed's "
+    "real 0.5.23 log, `max_running_requests` 16):")
 
 S = SCHEDULER_LABELS
 _RETRACTION_LINES = ("retraction lines: 'KV cache pool is full. Retract requests.' (2025-05-31+), 'Decode out "

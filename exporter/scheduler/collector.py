@@ -9,6 +9,7 @@ stage and DP rank).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -18,13 +19,41 @@ from prometheus_client.registry import Collector
 
 from ..limits import DEFAULT_IDLE_AFTER
 from ..metrics import MetricDef
+from ..metrics.buckets import served_bounds
 from ..metrics.families import Compiled, describe, fill
-from .store import SchedulerSnapshot, SchedulerStore
+from ..metrics.scheduler import SERVED
+from .store import HistogramData, SchedulerSnapshot, SchedulerStore, SchedulerView
 
 
 def _latest(m: MetricDef) -> bool:
     """Rows of the latest stats line's values, withheld while the scheduler is idle."""
     return isinstance(m.read, str) and m.read.startswith("latest.")
+
+
+_PICKS: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+
+def served(view: SchedulerView) -> SchedulerView:
+    """The view with the histograms of :data:`~exporter.metrics.scheduler.SERVED` cut to their served
+    bounds (:func:`~exporter.metrics.buckets.served_bounds`, the ceiling from the view's capacity
+    line): the cumulative counts at those bounds, ``+Inf``, the sum and the count unchanged."""
+    cap = view.capacity
+    hists = dict(view.histogram)
+    for field, (ceiling_fields, coarse) in SERVED.items():
+        h = hists.get(field)
+        if h is None:
+            continue
+        ceilings = [v for v in (getattr(cap, f, None) for f in ceiling_fields) if v]
+        key = (h.bounds, max(ceilings) if ceilings else None, coarse)
+        pick = _PICKS.get(key)
+        if pick is None:
+            if len(_PICKS) >= 256:  # one entry per distinct ceiling: a log of many restarts cannot grow it
+                _PICKS.clear()
+            keep = served_bounds(h.bounds, key[1], coarse)
+            index = {b: i for i, b in enumerate(h.bounds)}
+            pick = _PICKS[key] = (keep, (*(index[b] for b in keep), len(h.bounds)))
+        hists[field] = HistogramData(pick[0], tuple(h.cumulative[i] for i in pick[1]), h.sum)
+    return dataclasses.replace(view, histogram=hists)
 
 
 class SchedulerCollector(Collector):
@@ -37,12 +66,16 @@ class SchedulerCollector(Collector):
             latest-line gauges are no longer exported (SGLang prints nothing while idle, so the last
             values would be stale). ``None`` keeps them forever (one-shot mode).
         clock: Wall-clock source, seconds since the epoch.
+        fine_buckets: Serve every bound of the batch-size and prefill-token histograms instead of
+            the series budget's subset (:func:`served`; ``--sglang.fine-buckets``).
     """
 
-    def __init__(self, store: SchedulerStore, idle_after: float | None = DEFAULT_IDLE_AFTER, clock=time.time):
+    def __init__(self, store: SchedulerStore, idle_after: float | None = DEFAULT_IDLE_AFTER, clock=time.time,
+                 fine_buckets: bool = False):
         self.store = store
         self.idle_after = idle_after
         self.clock = clock
+        self.fine_buckets = fine_buckets
         self._rows = Compiled("scheduler")
         self._snapshot: SchedulerSnapshot | None = None
         self._families: tuple[tuple, list[Metric]] | None = None
@@ -73,7 +106,8 @@ class SchedulerCollector(Collector):
                 return iter(self._families[1])
             fams = self._rows.families(raw=True)
             for s, is_fresh in zip(snap.schedulers, fresh):
-                fill(fams, self._rows, s, s.identity, skip=None if is_fresh else _latest)
+                fill(fams, self._rows, s if self.fine_buckets else served(s), s.identity,
+                     skip=None if is_fresh else _latest)
             families = list(fams.values())
             self._families = (key, families)
             return iter(families)
