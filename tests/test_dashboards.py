@@ -29,7 +29,7 @@ from monitoring.config import DEFAULT
 
 GRAFANA = ROOT / "grafana"
 FILES = sorted(GRAFANA.glob("*.json"))
-UIDS = {"sglang-scheduler.json": "sglang-scheduler", "sglang-gpu.json": "sglang-gpu",
+UIDS = {"sglang-oncall.json": "sglang-oncall", "sglang-scheduler.json": "sglang-scheduler", "sglang-gpu.json": "sglang-gpu",
         "sglang-capacity.json": "sglang-capacity"}
 #: Values the variables take when an expression is checked outside Grafana.
 FILL = {"$__rate_interval": "1m", "$safety_factor": "0.7", "$namespace": ".*", "$pod": ".*",
@@ -409,3 +409,50 @@ def test_dp_ranks_and_priority_classes_rows():
     steps = ttft["fieldConfig"]["defaults"]["thresholds"]["steps"]
     assert [s["value"] for s in steps] == [None, DEFAULT.alerts["SGLangPriorityStarved"].threshold]
     assert "{{priority_class}}" in "".join(t["legendFormat"] for t in ttft["targets"])
+
+
+def test_on_call_dashboard_is_one_screen_and_every_panel_links_its_runbook_section():
+    """grafana/sglang-oncall.json: at most 16 panels, no rows, on one screen (28 grid units high, under
+    the ~30 of a 1080p display), short descriptions; each panel links to the runbook section of an
+    alert (a heading of docs/runbook.md) and to the scheduler dashboard; the four questions have a
+    panel each: retractions vs the 5% line, bounded by KV or by the ceiling, the queue, which DP rank."""
+    from monitoring.dashboards.oncall import MAX_DESCRIPTION, MAX_PANELS
+
+    board = _dashboards()["sglang-oncall.json"]
+    panels = board["panels"]
+    assert 1 <= len(panels) <= MAX_PANELS == 16
+    assert all(p["type"] != "row" for p in panels)
+    assert max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels) <= 28
+    headings = {line[3:].strip().lower() for line in (ROOT / "docs" / "runbook.md").read_text().splitlines()
+                if line.startswith("## ")}
+    for p in panels:
+        assert len(p["description"]) <= MAX_DESCRIPTION, p["title"]
+        runbook, scheduler = p["links"]
+        base, _, anchor = runbook["url"].partition("#")
+        assert base == DEFAULT.runbook_base and anchor in headings, (p["title"], runbook["url"])
+        assert runbook["title"].lower() == f"runbook: {anchor}"
+        assert scheduler["url"] == "/d/sglang-scheduler"
+    titles = " | ".join(p["title"] for p in panels)
+    for words in ("5% line", "Bounded by KV or by the ceiling", "Waiting requests", "Which DP rank", "Which pool"):
+        assert words in titles, words
+    # The other dashboards link to it.
+    for name, other in _dashboards().items():
+        if name != "sglang-oncall.json":
+            assert "/d/sglang-oncall" in {link["url"] for link in other["links"]}, name
+
+
+def test_the_runbook_base_of_the_config_reaches_every_generated_file():
+    """monitoring/config.py's runbook_base is carried by every alert's runbook_url and every on-call
+    panel's link; a config with another base changes all of them and leaves no default one behind."""
+    import dataclasses
+
+    import monitoring
+
+    mine = "https://wiki.example.org/sglang/runbook"
+    built = monitoring.outputs(dataclasses.replace(DEFAULT, runbook_base=mine))
+    board = json.loads(next(text for rel, text in built.items() if rel.endswith("sglang-oncall.json")))
+    assert all(p["links"][0]["url"].startswith(mine + "#") for p in board["panels"])
+    [alert_file] = [text for rel, text in built.items() if rel.endswith("sglang-alerts.yml")]
+    urls = [r["annotations"]["runbook_url"] for g in yaml.safe_load(alert_file)["groups"] for r in g["rules"]]
+    assert len(urls) >= 20 and all(u.startswith(mine + "#") for u in urls)
+    assert not [rel for rel, text in built.items() if DEFAULT.runbook_base in text]

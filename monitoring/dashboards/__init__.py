@@ -1,13 +1,13 @@
 """The Grafana dashboards, built with Grafana's foundation SDK: one module per dashboard
-(``scheduler``, ``gpu``, ``capacity``) on the shared conventions of ``panels``."""
+(``oncall``, ``scheduler``, ``gpu``, ``capacity``) on the shared conventions of ``panels``."""
 
 from __future__ import annotations
 
 from ..config import Config
-from . import capacity, gpu, scheduler
+from . import capacity, gpu, oncall, scheduler
 from .panels import to_json
 
-BUILDERS = {"scheduler": scheduler.build, "gpu": gpu.build, "capacity": capacity.build}
+BUILDERS = {"oncall": oncall.build, "scheduler": scheduler.build, "gpu": gpu.build, "capacity": capacity.build}
 
 
 def build(cfg: Config) -> dict[str, str]:

@@ -27,8 +27,8 @@ from ..config import Config
 from ..promql import WHOLE_HISTOGRAMS
 
 DS = dash_m.DataSourceRef(type_val="prometheus", uid="${datasource}")
-UIDS = {"scheduler": "sglang-scheduler", "gpu": "sglang-gpu", "capacity": "sglang-capacity"}
-TITLES = {"scheduler": "Scheduler", "gpu": "GPU", "capacity": "Capacity"}
+UIDS = {"oncall": "sglang-oncall", "scheduler": "sglang-scheduler", "gpu": "sglang-gpu", "capacity": "sglang-capacity"}
+TITLES = {"oncall": "On call", "scheduler": "Scheduler", "gpu": "GPU", "capacity": "Capacity"}
 #: Target: (PromQL, legend).
 Target = tuple[str, str]
 
