@@ -164,12 +164,14 @@ def test_runbook_base_option_writes_absolute_links_elsewhere(tmp_path):
     r = _command("--runbook-base", base, "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert written == sorted(["sglang-recording-rules.yml", "sglang-alerts.yml", "sglang-scheduler.json",
-                              "sglang-gpu.json", "sglang-capacity.json"])
+    assert written == sorted(["sglang-recording-rules.yml", "sglang-alerts.yml", "sglang-oncall.json",
+                              "sglang-scheduler.json", "sglang-gpu.json", "sglang-capacity.json"])
     built = _rules((tmp_path / "out" / "sglang-alerts.yml").read_text())
     assert len(built) == len(DEFAULT.alerts)
     for a in built:
         assert a["annotations"]["runbook_url"] == f"{base}#{a['alert'].lower()}"
+    oncall = json.loads((tmp_path / "out" / "sglang-oncall.json").read_text())
+    assert all(p["links"][0]["url"].startswith(base + "#") for p in oncall["panels"])  # the dashboard too
     committed = (ROOT / "deploy" / "prometheus" / "sglang-alerts.yml").read_text()
     assert base not in committed  # the checkout is untouched
 
