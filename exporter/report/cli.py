@@ -21,7 +21,7 @@ from ..status import ExitStatus, interrupted, os_error, usage_error, write_outpu
 from . import html as html_page
 from . import plots
 from .analyse import analyse
-from .baseline import compare
+from .baseline import BASELINE_SCHEMA, compare
 from .kv import model_kv_bytes_per_token
 from .files import PROG, InputFile, read_logs
 from .read import Recorder
@@ -202,6 +202,21 @@ def _warn_empty(runs: list[tuple[str, list[InputFile], dict]]) -> bool:
     return empty_run
 
 
+def _plots(doc: dict, args) -> tuple[dict[str, bytes], dict[str, dict[str, bytes]]]:
+    """The plots of the run and of each SGLang Omni stage (``--plots DIR``: also written there, a
+    stage's into ``DIR/<stage>/``), for the HTML page or --plots; says on stderr why there are none."""
+    if not (args.plots or args.format == "html"):
+        return {}, {}
+    if not plots.have_matplotlib():
+        print(f"{PROG}: warning: {plots.NO_MATPLOTLIB}", file=sys.stderr)
+        return {}, {}
+    run = doc["current"] if doc.get("schema") == BASELINE_SCHEMA else doc
+    images = plots.make_plots(doc, args.plots)
+    stage_images = {name: plots.make_plots(sub, os.path.join(args.plots, name) if args.plots else None)
+                    for name, sub in (run.get("stages") or {}).items()}
+    return images, stage_images
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``sglang-exporter report``; ``argv`` excludes the word ``report``. Returns the exit status
     (:class:`~exporter.status.ExitStatus`)."""
@@ -222,11 +237,11 @@ def main(argv: list[str] | None = None) -> int:
             old, old_inputs = _load(args.baseline, args)
             runs.insert(0, ("baseline", old_inputs, old))
             doc = compare(old, doc, args.threshold)
-        images = plots.make_plots(doc, args.plots) if (args.plots or args.format == "html") else {}
+        images, stage_images = _plots(doc, args)
         if args.format == "json":
             out = json.dumps(jsonable(doc), indent=2, sort_keys=False) + "\n"
         elif args.format == "html":
-            out = html_page.html(doc, images)
+            out = html_page.html(doc, images, stage_images)
         else:
             out = text(doc)
         write_output(out, args.output)
