@@ -47,6 +47,13 @@ def _panels(d: dict):
         yield from (q for q in p.get("panels", []) if q["type"] != "row")
 
 
+def _all(d: dict):
+    """Every panel, rows included, open or inside a collapsed row."""
+    for p in d["panels"]:
+        yield p
+        yield from p.get("panels", [])
+
+
 def _exprs():
     for name, d in _dashboards().items():
         for p in _panels(d):
@@ -86,9 +93,9 @@ def test_stable_unique_uids_and_variables():
 
 def test_every_panel_has_datasource_unit_and_description():
     for name, d in _dashboards().items():
-        ids = [p["id"] for p in d["panels"]]
+        ids = [p["id"] for p in _all(d)]
         assert len(ids) == len(set(ids)), name
-        titles = [p["title"] for p in d["panels"]]
+        titles = [p["title"] for p in _all(d)]
         assert len(titles) == len(set(titles)), f"{name}: two panels with one title"
         for p in _panels(d):
             where = f"{name}: {p['title']}"
@@ -317,15 +324,18 @@ def test_panels_tile_the_grid():
     """Every panel lies inside the 24 columns and no two overlap (the SDK's auto layout would let a
     line of panels wider than 24 run off the grid)."""
     for name, board in _dashboards().items():
-        boxes = []
-        for p in board["panels"]:
-            g = p["gridPos"]
-            assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0, (name, p["title"], g)
-            for title, o in boxes:
-                apart = (g["x"] + g["w"] <= o["x"] or o["x"] + o["w"] <= g["x"]
-                         or g["y"] + g["h"] <= o["y"] or o["y"] + o["h"] <= g["y"])
-                assert apart, f"{name}: {p['title']} overlaps {title}"
-            boxes.append((p["title"], g))
+        # the open layout, and each collapsed row's panels as they lie once it is opened
+        layouts = [board["panels"]] + [p["panels"] for p in board["panels"] if p.get("collapsed")]
+        for layout in layouts:
+            boxes = []
+            for p in layout:
+                g = p["gridPos"]
+                assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0, (name, p["title"], g)
+                for title, o in boxes:
+                    apart = (g["x"] + g["w"] <= o["x"] or o["x"] + o["w"] <= g["x"]
+                             or g["y"] + g["h"] <= o["y"] or o["y"] + o["h"] <= g["y"])
+                    assert apart, f"{name}: {p['title']} overlaps {title}"
+                boxes.append((p["title"], g))
 
 
 def test_on_call_row_figures_on_known_series(promtool, tmp_path):
@@ -456,3 +466,20 @@ def test_the_runbook_base_of_the_config_reaches_every_generated_file():
     urls = [r["annotations"]["runbook_url"] for g in yaml.safe_load(alert_file)["groups"] for r in g["rules"]]
     assert len(urls) >= 20 and all(u.startswith(mine + "#") for u in urls)
     assert not [rel for rel, text in built.items() if DEFAULT.runbook_base in text]
+
+
+def test_the_scheduler_dashboard_opens_on_two_rows_and_keeps_the_rest_one_click_away():
+    """Before, all 13 rows of 60 panels were open. Now the at-a-glance and latency rows are, every
+    later row is collapsed (its panels inside it, below its header once opened) and no panel is lost."""
+    from monitoring.dashboards import OPEN_ROWS
+
+    board = _dashboards()["sglang-scheduler.json"]
+    rows = [p for p in board["panels"] if p["type"] == "row"]
+    assert OPEN_ROWS["scheduler"] == 2 and [r["collapsed"] for r in rows[:2]] == [False, False]
+    assert len(rows) > 2 and all(r["collapsed"] and r["panels"] for r in rows[2:])
+    assert [r["gridPos"]["y"] for r in rows[2:]] == list(range(rows[2]["gridPos"]["y"], rows[2]["gridPos"]["y"] + len(rows) - 2))
+    for r in rows[2:]:
+        assert min(p["gridPos"]["y"] for p in r["panels"]) == r["gridPos"]["y"] + 1, r["title"]
+    assert sum(1 for _ in _all(board)) == 60 and sum(1 for _ in _panels(board)) == 47  # 13 rows, 47 graphs
+    open_panels = [p for p in board["panels"] if p["type"] != "row"]
+    assert len(open_panels) == 8

@@ -93,7 +93,7 @@ def test_stages_are_a_one_line_change(promtool, tmp_path):
     for name in ("sglang-scheduler.json", "sglang-capacity.json"):
         board = json.loads(dashboards.build(cfg)[name])
         assert "stage" in {v["name"] for v in board["templating"]["list"]}, name
-        for p in board["panels"]:
+        for p in [q for top in board["panels"] for q in (top, *top.get("panels", []))]:  # collapsed rows too
             for t in p.get("targets", []):
                 if 'dp_rank=~"$dp_rank"' in t["expr"]:
                     assert t["expr"].count('stage=~"$stage"') == t["expr"].count('dp_rank=~"$dp_rank"'), (name, p["title"])

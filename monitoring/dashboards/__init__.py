@@ -10,6 +10,11 @@ from .panels import to_json
 BUILDERS = {"oncall": oncall.build, "scheduler": scheduler.build, "gpu": gpu.build, "capacity": capacity.build}
 
 
+#: Rows open when a dashboard loads; the others are collapsed, one click away. The scheduler
+#: dashboard opens on its at-a-glance and latency rows (the on-call dashboard has no rows).
+OPEN_ROWS = {"scheduler": 2}
+
+
 def build(cfg: Config) -> dict[str, str]:
     """``{file name: JSON text}`` of every dashboard (``sglang-<name>.json``)."""
-    return {f"sglang-{name}.json": to_json(fn(cfg)) for name, fn in BUILDERS.items()}
+    return {f"sglang-{name}.json": to_json(fn(cfg), OPEN_ROWS.get(name)) for name, fn in BUILDERS.items()}
