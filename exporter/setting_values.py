@@ -5,6 +5,7 @@ settings prefix with the setting's names (:mod:`exporter.settings`)."""
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import socket
 
