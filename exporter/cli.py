@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from .commands import dispatch, misspelt_command
 from .paths import display_path, file_problem
 from .scheduler.collector import PipelineCollector, SchedulerCollector
 from .scheduler.state import SchedulerStates
@@ -97,12 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit code (see the module docstring)."""
     if argv is None:
         argv = sys.argv[1:]
-    if argv and argv[0] == "report":  # `sglang-exporter report LOG...`: offline report, own --help
-        from .report.cli import main as report_main
-        return report_main(argv[1:])
-    if argv and argv[0] == "compare":  # `sglang-exporter compare RUN...`: runs of several settings, own --help
-        from .compare.cli import main as compare_main
-        return compare_main(argv[1:])
+    status = dispatch(argv)  # `sglang-exporter report LOG...` and the other subcommands (commands.py)
+    if status is not None:
+        return status
+    misspelt = misspelt_command(argv)  # `sglang-exporter reprot x.log`
+    if misspelt:
+        return usage_error(misspelt)
     env_warnings = unknown_environment(os.environ)  # a misspelt variable may be why a setting is missing
     try:
         settings = load_settings(argv)

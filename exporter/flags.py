@@ -15,7 +15,6 @@ flag, its environment variable and a TOML string read alike. Argument errors are
 from __future__ import annotations
 
 import argparse
-import difflib
 import inspect
 import os
 import re
@@ -23,7 +22,6 @@ import shlex
 import shutil
 import textwrap
 import typing
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,18 +30,16 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from . import __version__
+from .commands import usage_lines
+from .suggest import closest, normalized  # noqa: F401  (imported from here by older callers)
 from .status import ExitStatus
 
 PROG = "sglang-exporter"
 #: The strings pydantic takes as booleans (lower case); a flag takes the same.
 BOOL_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0", "t", "f", "y", "n"})
 
-USAGE = f"""\
-{PROG} --log.path PATH [OPTIONS]
-       {PROG} --one-shot --log.path PATH [OPTIONS]
-       {PROG} --demo [OPTIONS]
-       {PROG} report PATH...   (options: {PROG} report --help)
-       {PROG} compare RUN...   (runs of a sweep side by side: {PROG} compare --help)"""
+USAGE = "\n       ".join([f"{PROG} --log.path PATH [OPTIONS]", f"{PROG} --one-shot --log.path PATH [OPTIONS]",
+                            f"{PROG} --demo [OPTIONS]", *usage_lines()])
 
 EXAMPLES = f"""\
 examples:
@@ -170,27 +166,6 @@ def settings_of(model: type[BaseModel], env_prefix: str) -> list[Setting]:
         else:
             top.append(Setting(None, name, field, env_prefix, TOP_TITLE))
     return top + groups
-
-
-def normalized(word: str) -> str:
-    """``word`` for matching: lower case, without ``-``, ``_``, ``.`` (``poll-interval`` = ``poll_interval``)."""
-    return re.sub(r"[-_.]", "", word.lower())
-
-
-def closest(word: str, candidates: Iterable[str]) -> str | None:
-    """The candidate ``word`` most likely meant, or None when none is close.
-
-    A candidate that differs only in case, dashes, underscores or dots wins; otherwise the closest by
-    :func:`difflib.get_close_matches` (ratio at least 0.75 on the normalized forms).
-    """
-    by_norm: dict[str, str] = {}
-    for c in candidates:
-        by_norm.setdefault(normalized(c), c)
-    key = normalized(word)
-    if key in by_norm:
-        return by_norm[key]
-    match = difflib.get_close_matches(key, list(by_norm), n=1, cutoff=0.75)
-    return by_norm[match[0]] if match else None
 
 
 def _exit_statuses() -> list[tuple[int, str]]:

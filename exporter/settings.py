@@ -14,15 +14,12 @@ models by :mod:`exporter.flags`; each field's ``json_schema_extra={"metavar": ..
 from __future__ import annotations
 
 import inspect
-import ipaddress
 import os
-import re
-import socket
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -32,7 +29,7 @@ from pydantic_settings import (
 )
 
 from .files import read_small_file
-from .flags import PROG, UsageError, closest, normalized, parse_command_line, settings_of
+from .flags import PROG, UsageError, closest, parse_command_line, settings_of
 from .limits import (
     CHUNKED_PREFILL_SIZE_MAX,
     CHUNKED_PREFILL_SIZE_MIN,
@@ -59,6 +56,14 @@ from .limits import (
     MAX_SCHEDULERS,
 )
 from .paths import directory_problem
+from .settings_file import SettingsError, check_file_keys, check_file_types
+from .setting_values import (  # noqa: F401  (imported from here by the sources and the command)
+    parse_http_url,
+    parse_listen_address,
+    parse_stage_intervals,
+    parse_zmq_endpoint,
+    same_zmq_endpoints,
+)
 from .sources.gpu.devices import parse_uuid_list
 
 ENV_PREFIX = "SGLANG_EXPORTER_"
@@ -66,9 +71,6 @@ ENV_PREFIX = "SGLANG_EXPORTER_"
 #: SGLang's 30000 nor torch's 29400/29500, and below Linux's ephemeral range.
 DEFAULT_PORT = 18400
 
-
-class SettingsError(Exception):
-    """A setting has a bad value. ``str()`` names the setting, its flag and its variable."""
 
 
 def split_commas(value: str | None) -> list[str]:
@@ -323,70 +325,6 @@ class FpmSettings(BaseModel):
         return value
 
 
-def parse_zmq_endpoint(value: str) -> tuple[str, str]:
-    """Check one ZeroMQ endpoint the exporter can connect to and split it into transport and address.
-
-    Returns:
-        ``("ipc", path)`` (``@name`` is Linux's abstract namespace) or ``("tcp", "host:port")``.
-
-    Raises:
-        ValueError: empty, another transport, an empty or NUL-carrying ipc path, or a tcp address that
-            is not HOST:PORT with a host (no ``*``: the exporter connects, SGLang binds) and a port
-            1..65535.
-    """
-    if not value:
-        raise ValueError("an empty endpoint was given (check for a stray comma)")
-    transport, sep, address = value.partition("://")
-    if not sep or transport not in ("ipc", "tcp"):
-        raise ValueError(f"endpoints look like ipc:///path/fpm.0 or tcp://127.0.0.1:20380, got {value[:80]!r}")
-    if transport == "ipc":
-        if not address or "\0" in address:
-            raise ValueError(f"an ipc:// endpoint needs a socket path, got {value[:80]!r}")
-        return transport, address
-    try:
-        host, port = parse_listen_address(address)
-    except ValueError as exc:
-        raise ValueError(f"{value[:80]!r}: {exc}") from None
-    if not host or port == 0:
-        raise ValueError(f"a tcp:// endpoint needs a host and a port 1..65535 (the exporter connects), "
-                         f"got {value[:80]!r}")
-    return transport, address
-
-
-def same_zmq_endpoints(places: list[tuple[str, str, str]]) -> tuple[str, str] | None:
-    """The first two of ``(endpoint, transport, address)`` (from :func:`parse_zmq_endpoint`) that
-    name one socket under two spellings, or None.
-
-    An ipc path is compared absolute, normalized, links resolved (``/x/./fpm.0`` is ``/x/fpm.0``; ``@name`` as
-    given). TCP endpoints with the same port are compared by the addresses their hosts resolve to
-    (``localhost`` is ``127.0.0.1``); a host that does not resolve is compared by its name.
-    """
-    keys: dict[tuple, str] = {}
-    by_port: dict[int, list[tuple[str, set[str]]]] = {}
-    for endpoint, transport, address in places:
-        if transport == "ipc":
-            key = ("ipc", address if address.startswith("@") else os.path.realpath(address))
-            if key in keys:
-                return keys[key], endpoint
-            keys[key] = endpoint
-            continue
-        host, port = parse_listen_address(address)
-        by_port.setdefault(port, []).append((endpoint, {host.lower()}))
-    for port, hosts in by_port.items():
-        if len(hosts) < 2:
-            continue
-        for endpoint, names in hosts:
-            try:
-                names |= {info[4][0] for info in socket.getaddrinfo(next(iter(names)), port, type=socket.SOCK_STREAM)}
-            except (OSError, UnicodeError):
-                pass
-        for i, (endpoint, names) in enumerate(hosts):
-            for other, other_names in hosts[:i]:
-                if names & other_names:
-                    return other, endpoint
-    return None
-
-
 class OmniSettings(BaseModel):
     """``--omni.*``: SGLang Omni's endpoints (``sglang_omni_*`` live per-stage snapshot). Not used in
     --one-shot mode."""
@@ -426,59 +364,6 @@ class OmniSettings(BaseModel):
         if interval is not None and value > interval:
             raise ValueError(f"must not exceed omni.poll-interval ({interval}); got {value}")
         return value
-
-
-def parse_stage_intervals(value: str) -> dict[str, int]:
-    """``"thinker=1,talker_ar=5"`` -> ``{"thinker": 1, "talker_ar": 5}`` (SGLang Omni stage names,
-    decode steps per Decode line).
-
-    Raises:
-        ValueError: an entry without ``=``, a name that is not a stage name, a stage given twice, or a
-            number of steps that is not an integer from 1 to 100,000.
-    """
-    from .events import STAGE_NAME
-
-    out: dict[str, int] = {}
-    for entry in value.split(","):
-        stage, sep, steps = (part.strip() for part in entry.partition("="))
-        if not sep or not STAGE_NAME.fullmatch(stage):
-            raise ValueError(f"must be STAGE=STEPS,... (e.g. thinker=1,talker_ar=1), got {entry[:80]!r}")
-        if stage in out:
-            raise ValueError(f"stage {stage!r} is given twice")
-        if not (steps.isascii() and steps.isdigit() and len(steps) <= 6
-                and DECODE_LOG_INTERVAL_MIN <= int(steps) <= DECODE_LOG_INTERVAL_MAX):
-            raise ValueError(f"{stage}: steps must be an integer from {DECODE_LOG_INTERVAL_MIN} to "
-                             f"{DECODE_LOG_INTERVAL_MAX}, got {steps[:20]!r}")
-        out[stage] = int(steps)
-    return out
-
-
-def parse_http_url(value: str) -> str:
-    """Check a base URL the exporter can GET from: ``http://`` or ``https://``, a host, an optional port,
-    an optional path, nothing else.
-
-    Returns:
-        The URL without a trailing ``/``.
-
-    Raises:
-        ValueError: another scheme, no host, a bad port, a query, a fragment, credentials or blanks.
-    """
-    from urllib.parse import urlsplit
-
-    if not value or any(c.isspace() for c in value):
-        raise ValueError(f"must be a URL like http://127.0.0.1:8000, got {value[:80]!r}")
-    try:
-        parts = urlsplit(value)
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"{value[:80]!r}: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"must be an http:// or https:// URL with a host, got {value[:80]!r}")
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise ValueError(f"must be a base URL without a query, fragment or credentials, got {value[:80]!r}")
-    if port == 0:
-        raise ValueError(f"the port must be 1..65535, got {value[:80]!r}")
-    return value.rstrip("/")
 
 
 class ConfigSettings(BaseModel):
@@ -576,8 +461,8 @@ def _config_file_source(settings_cls) -> PydanticBaseSettingsSource:
             raise SettingsError(f"{where}: {_CONFIG_FILE}: {exc}") from None
         except RecursionError:  # arrays or inline tables nested hundreds deep: tomllib recurses
             raise SettingsError(f"{where}: {_CONFIG_FILE} nests arrays or tables too deep to read") from None
-        _check_file_keys(data, _CONFIG_FILE)
-        _check_file_types(data, _CONFIG_FILE)
+        check_file_keys(data, _CONFIG_FILE, _file_keys())
+        check_file_types(data, _CONFIG_FILE, Settings.model_fields, _names)
     _FILE_GIVEN.update((group, name) for group, table in data.items() if isinstance(table, dict) for name in table)
     return InitSettingsSource(settings_cls, init_kwargs=data)
 
@@ -593,45 +478,6 @@ def _file_keys() -> dict[str | None, list[str]]:
         if s.group is not None:
             keys.setdefault(s.group, []).append(s.name)
     return keys
-
-
-def _check_file_keys(data: dict[str, Any], path: Path) -> None:
-    """Refuse an unknown table or key of the config file, naming the file, the table and the key and
-    suggesting the closest valid one (``poll-interval`` -> ``poll_interval``, ``[logs]`` -> ``[log]``);
-    a key of another table is pointed there (``[log] enabled`` -> ``[gpu] enabled``).
-
-    Raises:
-        SettingsError: one line listing every unknown table and key.
-    """
-    valid = _file_keys()
-    tables = [t for t in valid if t is not None]
-    problems = []
-
-    def elsewhere(key: str, table: str | None) -> str | None:
-        for t in tables:
-            if t != table and (match := closest(key, valid[t])) and normalized(match) == normalized(key):
-                return f"[{t}] {match}"
-        return None
-
-    for key, value in data.items():
-        if key in valid[None]:
-            if key in tables and isinstance(value, dict):
-                for sub in value:
-                    if sub not in valid[key]:
-                        guess = closest(sub, valid[key]) or elsewhere(sub, key)
-                        problems.append(f"table [{key}] has no key {sub!r}"
-                                        + (f" (did you mean {guess}?)" if guess else ""))
-            continue
-        if isinstance(value, dict):
-            guess = closest(key, tables)
-            problems.append(f"there is no table [{key}]" + (f" (did you mean [{guess}]?)" if guess else
-                                                            f" (the tables are {', '.join(tables)})"))
-        else:
-            guess = closest(key, [k for k in valid[None] if k not in tables]) or elsewhere(key, None)
-            problems.append(f"the top level has no key {key!r}" + (f" (did you mean {guess}?)" if guess else ""))
-    if problems:
-        raise SettingsError(f"config file {path}: " + "; ".join(problems)
-                            + ". Keys are the setting names in snake case, one table per group")
 
 
 def unknown_environment(environ: dict[str, str] | os._Environ) -> list[str]:
@@ -656,90 +502,6 @@ def unknown_environment(environ: dict[str, str] | os._Environ) -> list[str]:
                 f"the variables are {ENV_PREFIX}<GROUP>__<NAME>, listed by {PROG} --help")
         warnings.append(f"environment variable {name} is not a setting and is ignored; {hint}")
     return warnings
-
-
-def _toml_value(value: Any) -> str:
-    """How a value reads in TOML, for error messages."""
-    if isinstance(value, bool):
-        return "true (a boolean)" if value else "false (a boolean)"
-    if isinstance(value, str):
-        return f"{value[:80]!r} (a string)"
-    if isinstance(value, int):
-        return f"{value!r} (an integer)"
-    if isinstance(value, float):
-        return f"{value!r} (a float)"
-    return "an array" if isinstance(value, list) else "a table" if isinstance(value, dict) else type(value).__name__
-
-
-def _check_file_types(data: dict[str, Any], path: Path) -> None:
-    """Refuse values of the wrong TOML type, as the command line refuses text that does not parse.
-
-    Flags and variables are text and must be converted; a TOML value has a type, and pydantic's
-    lax conversion would take ``poll_interval = true`` as 1.0 and ``enabled = "no"`` as false.
-    Only type errors are raised here; range and other checks stay with the full validation, which
-    sees every source together.
-
-    Raises:
-        SettingsError: naming the setting, the file and the key.
-    """
-    problems = []
-    for group, table in data.items():
-        field = Settings.model_fields.get(group)
-        if field is None:
-            continue  # an unknown key: the full validation reports it
-        model = field.annotation
-        try:
-            if isinstance(model, type) and issubclass(model, BaseModel):
-                if not isinstance(table, dict):
-                    continue  # "should be a table": the full validation reports it
-                model.model_validate(table, strict=True)
-            else:
-                TypeAdapter(model).validate_python(table, strict=True)
-        except ValidationError as exc:
-            for err in exc.errors():
-                if not err["type"].endswith("_type"):
-                    continue
-                loc = (group, *(p for p in err["loc"] if isinstance(p, str)))
-                key = f"[{loc[0]}] {'.'.join(loc[1:])}" if len(loc) > 1 else loc[0]
-                expected = err["msg"].removeprefix("Input should be ").removeprefix("a valid ")
-                article = "an" if expected[:1] in ("a", "e", "i", "o", "u") else "a"
-                problems.append(f"setting {_names(loc)}: in {path}, key {key} must be {article} {expected}, "
-                                f"got {_toml_value(err['input'])}")
-    if problems:
-        raise SettingsError("; ".join(problems))
-
-
-_HOSTNAME = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
-
-
-def parse_listen_address(value: str) -> tuple[str, int]:
-    """Split ``HOST:PORT`` (``[V6]:PORT``, ``:PORT`` for all interfaces) into host and port.
-
-    Raises:
-        ValueError: when the value is not of that form, the host is neither an IP address nor a
-            host name, or the port is outside 0..65535.
-    """
-    host, sep, port = value.rpartition(":")
-    if not sep or not (port.isascii() and port.isdigit() and len(port) <= 5) or int(port) > 65535:
-        raise ValueError(f"must be HOST:PORT with a port 0..65535, got {value[:80]!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise ValueError(f"{host[:80]!r} in brackets is not an IPv6 address") from None
-    elif ":" in host:
-        raise ValueError(f"IPv6 hosts go in brackets, e.g. [::1]:{port}; got {value[:80]!r}")
-    elif host:
-        if all(part.isdigit() for part in host.split(".")):
-            try:
-                ipaddress.IPv4Address(host)
-            except ValueError:
-                raise ValueError(f"{host[:80]!r} is not an IPv4 address") from None
-        elif not _HOSTNAME.fullmatch(host):
-            raise ValueError(f"{host[:80]!r} is not a host name or IP address")
-    return host, int(port)
 
 
 def _names(loc: tuple[Any, ...]) -> str:

@@ -416,3 +416,62 @@ def test_demo_in_the_image_listens_on_every_interface_of_the_container(monkeypat
     env = re.search(r"SGLANG_EXPORTER_WEB__LISTEN_ADDRESS=(\S+)", (ROOT / "Dockerfile").read_text()).group(1)
     monkeypatch.setenv("SGLANG_EXPORTER_WEB__LISTEN_ADDRESS", env)
     assert listen_address(load_settings(["--demo"])) == env == "0.0.0.0:18400"
+
+
+# --- issue 38: one command line: misspelt subcommands and flags of every subcommand ----------------
+
+@pytest.mark.parametrize("args, meant", [(["reprot", "x.log"], "sglang-exporter report x.log"),
+                                         (["Report", "a.log", "b.log"], "sglang-exporter report a.log b.log"),
+                                         (["compre", "run1"], "sglang-exporter compare run1")])
+def test_a_misspelt_subcommand_is_named_with_the_one_meant(args, meant):
+    """Before, ``reprot x.log`` was read as two log paths: "did you mean --log.path reprot,x.log"."""
+    line = one_error_line(run(*args))
+    assert f"unknown command {args[0]!r}: did you mean {meant}?" in line
+    assert "--log.path" not in line
+
+
+def test_an_existing_file_named_like_a_subcommand_is_still_a_path(tmp_path):
+    (tmp_path / "reprot").write_text("")
+    line = one_error_line(run("reprot", cwd=tmp_path))
+    assert "--log.path reprot" in line and "unknown command" not in line
+
+
+def _subcommand_flags() -> list[tuple[str, str]]:
+    import importlib
+
+    from exporter.commands import SUBCOMMANDS
+    out = []
+    for name, sub in SUBCOMMANDS.items():
+        parser = importlib.import_module(sub.module).build_parser()
+        for flag in sorted({o for a in parser._actions for o in a.option_strings if o.startswith("--")} - {"--help"}):
+            out.append((name, flag))
+    return out
+
+
+@pytest.mark.parametrize("name, flag", _subcommand_flags())
+def test_every_flag_of_every_subcommand_is_suggested_when_misspelt(name, flag, tmp_path):
+    """A letter dropped from any flag of any subcommand (``report --formt``): one line, exit 2, the
+    flag meant; a prefix is no flag (as on the sidecar's command line)."""
+    log = tmp_path / "x.log"
+    log.write_text("")
+    typo = flag[:-2] + flag[-1]
+    r = run(name, typo, "1", str(log))
+    assert r.returncode == ExitStatus.USAGE and r.stdout == "", r.stderr
+    [line] = r.stderr.splitlines()
+    assert f"unknown flag {typo}; did you mean {flag}?" in line, line
+    if len(flag) > 6:
+        assert run(name, flag[:-1], "1", str(log)).returncode == ExitStatus.USAGE
+
+
+def test_report_takes_the_sidecars_names_of_the_settings_both_have(tmp_path):
+    """The sidecar's --sglang.decode-log-interval and report's --decode-log-interval were one setting
+    under two names; report now takes both and gives the same figures."""
+    storm = CORPUS / "008-retraction-storm-tokens-gained-uvicorn.log"
+    mine = run("report", "--format", "json", "--decode-log-interval", "10", str(storm))
+    sidecars = run("report", "--format", "json", "--sglang.decode-log-interval", "10", str(storm))
+    assert mine.returncode == sidecars.returncode == 0
+    assert mine.stdout == sidecars.stdout and '"decode_log_interval": 10' in mine.stdout
+    names = {s.flag for s in SETTINGS}
+    report_help = run("report", "--help").stdout
+    for flag in ("--sglang.decode-log-interval", "--sglang.stage-decode-log-intervals", "--sglang.chunked-prefill-size"):
+        assert flag in names and flag in report_help

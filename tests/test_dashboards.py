@@ -29,7 +29,7 @@ from monitoring.config import DEFAULT
 
 GRAFANA = ROOT / "grafana"
 FILES = sorted(GRAFANA.glob("*.json"))
-UIDS = {"sglang-scheduler.json": "sglang-scheduler", "sglang-gpu.json": "sglang-gpu",
+UIDS = {"sglang-oncall.json": "sglang-oncall", "sglang-scheduler.json": "sglang-scheduler", "sglang-gpu.json": "sglang-gpu",
         "sglang-capacity.json": "sglang-capacity"}
 #: Values the variables take when an expression is checked outside Grafana.
 FILL = {"$__rate_interval": "1m", "$safety_factor": "0.7", "$namespace": ".*", "$pod": ".*",
@@ -45,6 +45,13 @@ def _panels(d: dict):
         if p["type"] != "row":
             yield p
         yield from (q for q in p.get("panels", []) if q["type"] != "row")
+
+
+def _all(d: dict):
+    """Every panel, rows included, open or inside a collapsed row."""
+    for p in d["panels"]:
+        yield p
+        yield from p.get("panels", [])
 
 
 def _exprs():
@@ -86,9 +93,9 @@ def test_stable_unique_uids_and_variables():
 
 def test_every_panel_has_datasource_unit_and_description():
     for name, d in _dashboards().items():
-        ids = [p["id"] for p in d["panels"]]
+        ids = [p["id"] for p in _all(d)]
         assert len(ids) == len(set(ids)), name
-        titles = [p["title"] for p in d["panels"]]
+        titles = [p["title"] for p in _all(d)]
         assert len(titles) == len(set(titles)), f"{name}: two panels with one title"
         for p in _panels(d):
             where = f"{name}: {p['title']}"
@@ -96,7 +103,7 @@ def test_every_panel_has_datasource_unit_and_description():
             assert p["targets"], where
             assert all(t["datasource"]["uid"] == "${datasource}" for t in p["targets"]), where
             assert p["fieldConfig"]["defaults"].get("unit"), where
-            assert len(p.get("description", "")) > 20, where
+            assert 20 < len(p.get("description", "")) <= 400, where  # 539 before: read at a glance
 
 
 def test_rates_use_rate_interval():
@@ -317,15 +324,18 @@ def test_panels_tile_the_grid():
     """Every panel lies inside the 24 columns and no two overlap (the SDK's auto layout would let a
     line of panels wider than 24 run off the grid)."""
     for name, board in _dashboards().items():
-        boxes = []
-        for p in board["panels"]:
-            g = p["gridPos"]
-            assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0, (name, p["title"], g)
-            for title, o in boxes:
-                apart = (g["x"] + g["w"] <= o["x"] or o["x"] + o["w"] <= g["x"]
-                         or g["y"] + g["h"] <= o["y"] or o["y"] + o["h"] <= g["y"])
-                assert apart, f"{name}: {p['title']} overlaps {title}"
-            boxes.append((p["title"], g))
+        # the open layout, and each collapsed row's panels as they lie once it is opened
+        layouts = [board["panels"]] + [p["panels"] for p in board["panels"] if p.get("collapsed")]
+        for layout in layouts:
+            boxes = []
+            for p in layout:
+                g = p["gridPos"]
+                assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0, (name, p["title"], g)
+                for title, o in boxes:
+                    apart = (g["x"] + g["w"] <= o["x"] or o["x"] + o["w"] <= g["x"]
+                             or g["y"] + g["h"] <= o["y"] or o["y"] + o["h"] <= g["y"])
+                    assert apart, f"{name}: {p['title']} overlaps {title}"
+                boxes.append((p["title"], g))
 
 
 def test_on_call_row_figures_on_known_series(promtool, tmp_path):
@@ -409,3 +419,67 @@ def test_dp_ranks_and_priority_classes_rows():
     steps = ttft["fieldConfig"]["defaults"]["thresholds"]["steps"]
     assert [s["value"] for s in steps] == [None, DEFAULT.alerts["SGLangPriorityStarved"].threshold]
     assert "{{priority_class}}" in "".join(t["legendFormat"] for t in ttft["targets"])
+
+
+def test_on_call_dashboard_is_one_screen_and_every_panel_links_its_runbook_section():
+    """grafana/sglang-oncall.json: at most 16 panels, no rows, on one screen (28 grid units high, under
+    the ~30 of a 1080p display), short descriptions; each panel links to the runbook section of an
+    alert (a heading of docs/runbook.md) and to the scheduler dashboard; the four questions have a
+    panel each: retractions vs the 5% line, bounded by KV or by the ceiling, the queue, which DP rank."""
+    from monitoring.dashboards.oncall import MAX_DESCRIPTION, MAX_PANELS
+
+    board = _dashboards()["sglang-oncall.json"]
+    panels = board["panels"]
+    assert 1 <= len(panels) <= MAX_PANELS == 16
+    assert all(p["type"] != "row" for p in panels)
+    assert max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels) <= 28
+    headings = {line[3:].strip().lower() for line in (ROOT / "docs" / "runbook.md").read_text().splitlines()
+                if line.startswith("## ")}
+    for p in panels:
+        assert len(p["description"]) <= MAX_DESCRIPTION, p["title"]
+        runbook, scheduler = p["links"]
+        base, _, anchor = runbook["url"].partition("#")
+        assert base == DEFAULT.runbook_base and anchor in headings, (p["title"], runbook["url"])
+        assert runbook["title"].lower() == f"runbook: {anchor}"
+        assert scheduler["url"] == "/d/sglang-scheduler"
+    titles = " | ".join(p["title"] for p in panels)
+    for words in ("5% line", "Bounded by KV or by the ceiling", "Waiting requests", "Which DP rank", "Which pool"):
+        assert words in titles, words
+    # The other dashboards link to it.
+    for name, other in _dashboards().items():
+        if name != "sglang-oncall.json":
+            assert "/d/sglang-oncall" in {link["url"] for link in other["links"]}, name
+
+
+def test_the_runbook_base_of_the_config_reaches_every_generated_file():
+    """monitoring/config.py's runbook_base is carried by every alert's runbook_url and every on-call
+    panel's link; a config with another base changes all of them and leaves no default one behind."""
+    import dataclasses
+
+    import monitoring
+
+    mine = "https://wiki.example.org/sglang/runbook"
+    built = monitoring.outputs(dataclasses.replace(DEFAULT, runbook_base=mine))
+    board = json.loads(next(text for rel, text in built.items() if rel.endswith("sglang-oncall.json")))
+    assert all(p["links"][0]["url"].startswith(mine + "#") for p in board["panels"])
+    [alert_file] = [text for rel, text in built.items() if rel.endswith("sglang-alerts.yml")]
+    urls = [r["annotations"]["runbook_url"] for g in yaml.safe_load(alert_file)["groups"] for r in g["rules"]]
+    assert len(urls) >= 20 and all(u.startswith(mine + "#") for u in urls)
+    assert not [rel for rel, text in built.items() if DEFAULT.runbook_base in text]
+
+
+def test_the_scheduler_dashboard_opens_on_two_rows_and_keeps_the_rest_one_click_away():
+    """Before, all 13 rows of 60 panels were open. Now the at-a-glance and latency rows are, every
+    later row is collapsed (its panels inside it, below its header once opened) and no panel is lost."""
+    from monitoring.dashboards import OPEN_ROWS
+
+    board = _dashboards()["sglang-scheduler.json"]
+    rows = [p for p in board["panels"] if p["type"] == "row"]
+    assert OPEN_ROWS["scheduler"] == 2 and [r["collapsed"] for r in rows[:2]] == [False, False]
+    assert len(rows) > 2 and all(r["collapsed"] and r["panels"] for r in rows[2:])
+    assert [r["gridPos"]["y"] for r in rows[2:]] == list(range(rows[2]["gridPos"]["y"], rows[2]["gridPos"]["y"] + len(rows) - 2))
+    for r in rows[2:]:
+        assert min(p["gridPos"]["y"] for p in r["panels"]) == r["gridPos"]["y"] + 1, r["title"]
+    assert sum(1 for _ in _all(board)) == 60 and sum(1 for _ in _panels(board)) == 47  # 13 rows, 47 graphs
+    open_panels = [p for p in board["panels"] if p["type"] != "row"]
+    assert len(open_panels) == 8

@@ -221,3 +221,40 @@ def test_packages_come_only_from_the_lock(parsed):
         assert all(flag in other for flag in ("--no-deps", "--no-index", "--no-build-isolation")), other
         assert other.split()[-1] == ".", other
     assert any("pip check" in rest for word, rest in build if word == "RUN")
+
+
+def test_release_workflow_builds_and_pushes_the_image_on_a_version_tag(tmp_path):
+    """.github/workflows/image.yml (it runs only on GitHub): on a tag ``v*.*.*`` it builds this
+    Dockerfile for both locked platforms and pushes ``ghcr.io/<owner>/sglang-exporter:<version>``; its
+    version step, run here with bash, accepts the package's own tag and refuses any other."""
+    import yaml
+
+    import exporter
+
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "image.yml").read_text())
+    triggers = workflow.get("on", workflow.get(True))  # PyYAML reads the key `on` as True
+    assert triggers == {"push": {"tags": ["v*.*.*"]}}
+    assert workflow["permissions"] == {"contents": "read", "packages": "write"}
+    [job] = workflow["jobs"].values()
+    steps = job["steps"]
+    for step in steps:
+        if "uses" in step:
+            action, _, ref = step["uses"].partition("@")
+            assert ref and ref not in ("main", "master", "latest"), step["uses"]
+    [push] = [s for s in steps if s.get("uses", "").startswith("docker/build-push-action@")]
+    assert push["with"]["push"] is True and push["with"]["file"] == "Dockerfile"
+    assert push["with"]["context"] == "."
+    assert set(push["with"]["platforms"].split(",")) == {"linux/amd64", "linux/arm64"}
+    repository, _, tag = push["with"]["tags"].rpartition(":")
+    assert repository.startswith("ghcr.io/") and repository.endswith("/sglang-exporter")
+    assert tag == "${{ env.VERSION }}"
+    [check] = [s for s in steps if "VERSION=" in s.get("run", "")]
+    for ref, ok in ((f"v{exporter.__version__}", True), ("v9.9.9", False), (exporter.__version__, False)):
+        env_file = tmp_path / "env"
+        env_file.write_text("")
+        r = subprocess.run(["bash", "-e", "-c", check["run"]], cwd=ROOT, capture_output=True, text=True,
+                           timeout=60, env={"PATH": "/usr/bin:/bin", "GITHUB_REF_NAME": ref,
+                                            "GITHUB_ENV": str(env_file)})
+        assert (r.returncode == 0) is ok, (ref, r.stdout, r.stderr)
+        if ok:
+            assert env_file.read_text() == f"VERSION={exporter.__version__}\n"

@@ -20,7 +20,7 @@ DOCS = ROOT / "docs"
 #: "A README a person reads to the end": at most about 15 KB.
 README_MAX_BYTES = 15 * 1024
 #: The two set-up commands of the first screen (GUIDE: run the demo, run the tests).
-DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/sglang-exporter --demo"
+DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e '.[report]' && .venv/bin/sglang-exporter --demo"
 TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest"
 FIRST_SCREEN_LINES = 30
 

@@ -96,7 +96,7 @@ def test_stages_are_a_one_line_change(promtool, tmp_path):
     for name in ("sglang-scheduler.json", "sglang-capacity.json"):
         board = json.loads(dashboards.build(cfg)[name])
         assert "stage" in {v["name"] for v in board["templating"]["list"]}, name
-        for p in board["panels"]:
+        for p in [q for top in board["panels"] for q in (top, *top.get("panels", []))]:  # collapsed rows too
             for t in p.get("targets", []):
                 if 'dp_rank=~"$dp_rank"' in t["expr"]:
                     assert t["expr"].count('stage=~"$stage"') == t["expr"].count('dp_rank=~"$dp_rank"'), (name, p["title"])
@@ -167,12 +167,14 @@ def test_runbook_base_option_writes_absolute_links_elsewhere(tmp_path):
     r = _command("--runbook-base", base, "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert written == sorted(["sglang-recording-rules.yml", "sglang-alerts.yml", "sglang-scheduler.json",
-                              "sglang-gpu.json", "sglang-capacity.json"])
+    assert written == sorted(["sglang-recording-rules.yml", "sglang-alerts.yml", "sglang-oncall.json",
+                              "sglang-scheduler.json", "sglang-gpu.json", "sglang-capacity.json"])
     built = _rules((tmp_path / "out" / "sglang-alerts.yml").read_text())
     assert len(built) == len(DEFAULT.alerts)
     for a in built:
         assert a["annotations"]["runbook_url"] == f"{base}#{a['alert'].lower()}"
+    oncall = json.loads((tmp_path / "out" / "sglang-oncall.json").read_text())
+    assert all(p["links"][0]["url"].startswith(base + "#") for p in oncall["panels"])  # the dashboard too
     committed = (ROOT / "deploy" / "prometheus" / "sglang-alerts.yml").read_text()
     assert base not in committed  # the checkout is untouched
 

@@ -220,7 +220,7 @@ def test_prometheus_scrapes_exporter_and_rules_compute_the_retraction_share(stac
     dashboards = {p.name: json.loads(p.read_text()) for p in (ROOT / "grafana").glob("*.json")}
     results = {}
     for name, board in dashboards.items():
-        for panel in board["panels"]:
+        for panel in [q for top in board["panels"] for q in (top, *top.get("panels", []))]:  # collapsed rows too
             for t in panel.get("targets", []):
                 expr = t["expr"]
                 for var, val in (("$__rate_interval", "5m"), ("$safety_factor", "0.7"), ("$namespace", ".*"),
@@ -252,6 +252,19 @@ def test_prometheus_scrapes_exporter_and_rules_compute_the_retraction_share(stac
     assert kv["sglang-1", "0"] == kv["sglang-1", "1"] == 0.5
     assert math.isclose(per_scheduler("Queue wait (as alerted)")["sglang-0", "0"], 2.9, rel_tol=1e-9)
     assert per_scheduler("Decode batch p50 / ceiling").keys() == {("sglang-0", "0")}
+    # The on-call dashboard answers its four questions with data: retractions against the 5% line, the
+    # batch against KV and the ceiling, the queue, and which DP rank (sglang-1 has two).
+    oncall = "sglang-oncall.json"
+    share = per_scheduler("Retractions / batches (5% rule)", board=oncall)
+    assert math.isclose(share["sglang-0", "0"], expected, rel_tol=1e-9)
+    assert math.isclose(share["sglang-1", "0"], native_only, rel_tol=1e-9)
+    assert per_scheduler("Decode batch p50 / ceiling", board=oncall).keys() == {("sglang-0", "0")}
+    bounded = per_scheduler("Bounded by KV or by the ceiling", "B", board=oncall)
+    assert bounded["sglang-1", "0"] == bounded["sglang-1", "1"] == 0.5
+    assert per_scheduler("Waiting requests and their slope", board=oncall)["sglang-0", "0"] == 29
+    assert math.isclose(per_scheduler("Queue wait (as alerted)", board=oncall)["sglang-0", "0"], 2.9, rel_tol=1e-9)
+    assert per_scheduler("Which DP rank: running requests per rank", board=oncall).keys() >= {
+        ("sglang-1", "0"), ("sglang-1", "1")}
     by_source = {(r["metric"]["sglang_group"], r["metric"]["source"])
                  for r in results[("sglang-scheduler.json", "Retracted requests per batch, by source", "A")]}
     assert by_source == {("sglang-0", "log"), ("sglang-0", "sglang_metrics"), ("sglang-1", "sglang_metrics")}

@@ -548,7 +548,11 @@ def test_html_without_matplotlib_writes_the_page_and_plots_are_refused(tmp_path,
     monkeypatch.setattr(plots, "have_matplotlib", lambda: False)
     out = tmp_path / "r.html"
     assert cli.main(["report", "--format", "html", "-o", str(out), str(STORM)]) == 0
-    assert "Plots need matplotlib" in out.read_text()
+    # The reason, in the page where the plots would be (before the summary) and once on stderr.
+    page = out.read_text()
+    reason = "no plots: matplotlib is not installed (pip install 'sglang-exporter[report]'"
+    assert "<img" not in page and page.index(reason.replace("'", "&#x27;")) < page.index('id="summary"')
+    assert capsys.readouterr().err.count(reason) == 1
     assert cli.main(["report", "--plots", str(tmp_path / "plots"), str(STORM)]) == 2
     assert "--plots" in capsys.readouterr().err
 
@@ -637,3 +641,18 @@ def test_html_opens_with_its_verdicts_in_words_and_no_internal_code(tmp_path):
     assert page.index('id="summary"') < page.index('id="batch-size"')
     assert "Throughput-first" in page[page.index('id="summary"'):page.index('id="batch-size"')]
     assert not re.search(r"<b>[a-z_]+</b>", page)
+
+
+def test_the_readmes_install_brings_matplotlib_for_the_plots():
+    """The README's set-up command installs an extra that holds matplotlib (before it installed the
+    bare package, and `report --format html` wrote a page without plots)."""
+    import re
+    import tomllib
+
+    from conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first = next(line for line in readme.splitlines() if "pip install" in line)
+    extras = re.search(r"pip install -e '\.\[([\w,-]+)\]'", first).group(1).split(",")
+    optional = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(dep.startswith("matplotlib") for extra in extras for dep in optional[extra]), extras

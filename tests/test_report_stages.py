@@ -3,8 +3,11 @@ analyse.py), never two stages merged, and plain SGLang's report unchanged in sha
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+
+import pytest
 
 from exporter.report.schema import violations
 from exporter.report.text import text
@@ -92,3 +95,38 @@ def test_the_command_writes_html_with_a_block_per_stage(tmp_path):
     assert r.returncode == 0, r.stderr
     page = out.read_text()
     assert 'id="stage-thinker"' in page and 'id="stage-talker_ar"' in page
+
+
+def test_a_real_omni_html_has_each_stages_summary_and_plots_and_says_what_rests_on_an_assumption(tmp_path):
+    """Real SGLang Omni 0.1.9 (corpus 064, no server_args): before, the page had no summary and no
+    plots for the stages, and the throughput rested on SGLang's default decode_log_interval with the
+    warning only on stderr. Now each stage block opens with its summary and has its three plots, and
+    the computed tokens say beside themselves that they rest on an ASSUMED interval, in every format."""
+    pytest.importorskip("matplotlib")
+    from conftest import corpus_files
+
+    omni = next(p for p in corpus_files() if p.name.startswith("064-real-omni"))
+    out = tmp_path / "r.html"
+    r = subprocess.run([sys.executable, "-m", "exporter", "report", str(omni), "--format", "html", "-o", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    page = out.read_text()
+    for stage in ("thinker", "talker_ar"):
+        block = page[page.index(f'id="stage-{stage}"'):]
+        block = block[:block.index("</section>\n<section class=\"stage\"")] if '<section class="stage"' in block[10:] else block
+        assert block.index('id="summary"') < block.index('id="batch-size"')
+        assert block.count("data:image/png;base64,") == 3, stage
+    assert "an ASSUMED interval" in page
+    text_out = subprocess.run([sys.executable, "-m", "exporter", "report", str(omni)], capture_output=True,
+                              text=True, timeout=120).stdout
+    rows = [line for line in text_out.splitlines() if line.strip().startswith(("computed tokens", "tokens/s computed"))]
+    assert len(rows) == 4 and all("ASSUMED" in line for line in rows), rows
+    doc = json.loads(subprocess.run([sys.executable, "-m", "exporter", "report", "--format", "json", str(omni)],
+                                    capture_output=True, text=True, timeout=120).stdout)
+    for stage in doc["stages"].values():
+        assert stage["throughput"]["decode_tokens_basis"].startswith("estimated: Decode lines x 40 steps, an ASSUMED")
+    given = subprocess.run([sys.executable, "-m", "exporter", "report", "--format", "json",
+                            "--stage-decode-log-intervals", "thinker=1,talker_ar=1", str(omni)],
+                           capture_output=True, text=True, timeout=120).stdout
+    for stage in json.loads(given)["stages"].values():
+        assert "ASSUMED" not in stage["throughput"]["decode_tokens_basis"]

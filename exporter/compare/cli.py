@@ -16,8 +16,9 @@ from .runs import RunError, load
 PROG = f"{COMMAND} compare"
 
 
-# the report's parser: argparse errors become one line and exit code 2, as for every subcommand
-from ..report.cli import _ArgError, _Parser  # noqa: E402
+# every subcommand's parser: argparse errors become one line and exit code 2, as for every subcommand
+from ..commands import ArgumentError as _ArgError  # noqa: E402
+from ..commands import SubcommandParser as _Parser  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:

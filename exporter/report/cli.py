@@ -8,6 +8,7 @@ import math
 import os
 import sys
 
+from ..commands import ArgumentError, SubcommandParser
 from ..limits import (
     CHUNKED_PREFILL_SIZE_MAX,
     CHUNKED_PREFILL_SIZE_MIN,
@@ -21,7 +22,7 @@ from ..status import ExitStatus, interrupted, os_error, usage_error, write_outpu
 from . import html as html_page
 from . import plots
 from .analyse import analyse
-from .baseline import compare
+from .baseline import BASELINE_SCHEMA, compare
 from .kv import model_kv_bytes_per_token
 from .files import PROG, InputFile, read_logs
 from .read import Recorder
@@ -38,13 +39,10 @@ EXIT_CODES = (f"Exit codes: {ExitStatus.OK:d} done; {ExitStatus.RUNTIME:d} a fil
               f"with a warning naming the file); {ExitStatus.INTERRUPTED:d} stopped by Ctrl-C.")
 
 
-class _ArgError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # exit code 2 with the argparse message, handled in main()
-        raise _ArgError(message)
+# every subcommand's parser: argparse errors become one line and exit code 2, an unknown flag gets
+# the closest known one (the old names stay for the subcommands that import them from here)
+_ArgError = ArgumentError
+_Parser = SubcommandParser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Answer the performance-validation checklist from recorded SGLang logs: batch size, retractions "
         "and the 5% rule, throughput truth (recompute), KV capacity in requests, queue and latency "
         "percentiles, scenario. A figure the log cannot give is n/a with its reason. Several LOG files are "
-        "one run (rotated segments in order, or the nodes of one group). " + EXIT_CODES))
+        "one run (rotated segments in order, or the nodes of one group). The settings the sidecar also has "
+        "take its names too (--sglang.decode-log-interval = --decode-log-interval). " + EXIT_CODES))
     p.add_argument("logs", nargs="+", metavar="LOG", help="recorded SGLang log file(s) or a quoted glob "
                    "('logs/*.log': its files in name order, as the shell's); .gz allowed")
     p.add_argument("--format", choices=("text", "json", "html"), default="text", help="output format (default text)")
@@ -66,14 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=float, default=10.0, metavar="SECONDS",
                    help="seconds per window of the per-window retraction share (default 10; "
                         f"{WINDOW_RANGE[0]:g} to {WINDOW_RANGE[1]:g})")
-    p.add_argument("--decode-log-interval", type=int, default=DEFAULT_DECODE_LOG_INTERVAL, metavar="STEPS",
+    p.add_argument("--decode-log-interval", "--sglang.decode-log-interval", dest="decode_log_interval", type=int,
+                   default=DEFAULT_DECODE_LOG_INTERVAL, metavar="STEPS",
                    help=f"decode steps per Decode batch line when the log has no server_args (default "
                         f"{DEFAULT_DECODE_LOG_INTERVAL}; {DECODE_LOG_INTERVAL_MIN} to {DECODE_LOG_INTERVAL_MAX})")
-    p.add_argument("--stage-decode-log-intervals", default=None, metavar="STAGE=STEPS,...",
+    p.add_argument("--stage-decode-log-intervals", "--sglang.stage-decode-log-intervals",
+                   dest="stage_decode_log_intervals", default=None, metavar="STAGE=STEPS,...",
                    help="SGLang Omni: each stage's decode steps per Decode batch line (Omni's "
                         "--<stage>.engine.decode_log_interval), e.g. thinker=1,talker_ar=1; other stages take "
                         "--decode-log-interval")
-    p.add_argument("--chunked-prefill-size", type=int, default=None, metavar="TOKENS",
+    p.add_argument("--chunked-prefill-size", "--sglang.chunked-prefill-size", dest="chunked_prefill_size", type=int,
+                   default=None, metavar="TOKENS",
                    help="SGLang's --chunked-prefill-size when the log has neither the start-up capacity line nor "
                         "server_args, so the continuing chunks of a request count as one admission (default: "
                         f"inferred from the Prefill lines; {CHUNKED_PREFILL_SIZE_MIN} to {CHUNKED_PREFILL_SIZE_MAX:,})")
@@ -202,6 +204,21 @@ def _warn_empty(runs: list[tuple[str, list[InputFile], dict]]) -> bool:
     return empty_run
 
 
+def _plots(doc: dict, args) -> tuple[dict[str, bytes], dict[str, dict[str, bytes]]]:
+    """The plots of the run and of each SGLang Omni stage (``--plots DIR``: also written there, a
+    stage's into ``DIR/<stage>/``), for the HTML page or --plots; says on stderr why there are none."""
+    if not (args.plots or args.format == "html"):
+        return {}, {}
+    if not plots.have_matplotlib():
+        print(f"{PROG}: warning: {plots.NO_MATPLOTLIB}", file=sys.stderr)
+        return {}, {}
+    run = doc["current"] if doc.get("schema") == BASELINE_SCHEMA else doc
+    images = plots.make_plots(doc, args.plots)
+    stage_images = {name: plots.make_plots(sub, os.path.join(args.plots, name) if args.plots else None)
+                    for name, sub in (run.get("stages") or {}).items()}
+    return images, stage_images
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``sglang-exporter report``; ``argv`` excludes the word ``report``. Returns the exit status
     (:class:`~exporter.status.ExitStatus`)."""
@@ -222,11 +239,11 @@ def main(argv: list[str] | None = None) -> int:
             old, old_inputs = _load(args.baseline, args)
             runs.insert(0, ("baseline", old_inputs, old))
             doc = compare(old, doc, args.threshold)
-        images = plots.make_plots(doc, args.plots) if (args.plots or args.format == "html") else {}
+        images, stage_images = _plots(doc, args)
         if args.format == "json":
             out = json.dumps(jsonable(doc), indent=2, sort_keys=False) + "\n"
         elif args.format == "html":
-            out = html_page.html(doc, images)
+            out = html_page.html(doc, images, stage_images)
         else:
             out = text(doc)
         write_output(out, args.output)

@@ -54,15 +54,25 @@ def _img(name: str, images: dict[str, bytes], alt: str) -> str:
     return f'<img alt="{_e(alt)}" id="plot-{name}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
 
-def _single(doc: dict, images: dict[str, bytes], heading: str) -> str:
+def _no_plots(doc: dict, images: dict[str, bytes], plotted: bool) -> str:
+    """The reason, in the page, where a run that is plotted got no plots."""
+    reason = plots.missing_reason(doc) if plotted and not images else None
+    return f'<p class="meta no-plots">{_e(reason)}</p>' if reason else ""
+
+
+def _single(doc: dict, images: dict[str, bytes], heading: str, stage_images: dict | None = None,
+            plotted: bool = True) -> str:
     parts = [f"<h1>{_e(heading)}</h1>", '<p class="meta">' + "<br>".join(_e(x) for x in header(doc)) + "</p>"]
     stages = doc.get("stages") or {}
     if doc["schedulers"] or not stages:
+        parts.append(_no_plots(doc, images, plotted))
         parts.append(_summary(doc))
         parts.append(_body(doc, images))
-    for name, sub in stages.items():  # SGLang Omni: one block per stage (the plots show plain SGLang's only)
+    for name, sub in stages.items():  # SGLang Omni: one block per stage, with its summary and plots
+        mine = (stage_images or {}).get(name, {})
         parts.append(f'<section class="stage" id="stage-{_e(name)}"><h1>Stage {_e(name)}</h1>'
-                     f'<p class="meta">{_e(stage_line(sub))}</p>{_body(sub, {})}</section>')
+                     f'<p class="meta">{_e(stage_line(sub))}</p>{_no_plots(sub, mine, plotted)}'
+                     f'{_summary(sub)}{_body(sub, mine)}</section>')
     return "\n".join(parts)
 
 
@@ -91,8 +101,12 @@ def _body(doc: dict, images: dict[str, bytes]) -> str:
     return "\n".join(parts)
 
 
-def html(doc: dict, images: dict[str, bytes]) -> str:
-    """A self-contained HTML page (no external resources) of a single or baseline document."""
+def html(doc: dict, images: dict[str, bytes], stage_images: dict[str, dict[str, bytes]] | None = None) -> str:
+    """A self-contained HTML page (no external resources) of a single or baseline document.
+
+    ``images``: the run's plots (:func:`plots.make_plots`; of the current run in baseline mode);
+    ``stage_images``: ``{stage: plots}`` of an SGLang Omni run. Where a plotted run has none, the
+    page says why in their place (:func:`plots.missing_reason`)."""
     if doc.get("schema") == BASELINE_SCHEMA:
         rows = "".join(
             f"<tr><td>{_e(r['label'])}</td><td>{_e(baseline_value(r, 'baseline'))}</td>"
@@ -108,12 +122,9 @@ def html(doc: dict, images: dict[str, bytes]) -> str:
                 f"<section id=\"comparison\"><table><tr><th>figure</th><th>baseline</th>"
                 f"<th>current</th><th>change</th><th>flag</th></tr>{rows}</table></section>"
                 f"<section id=\"server-args-diff\"><h2>server_args difference</h2><ul>{diff or '<li>identical</li>'}"
-                f"</ul></section>" + _single(doc["current"], images, "Current run")
-                + _single(doc["baseline"], {}, "Baseline run"))
+                f"</ul></section>" + _single(doc["current"], images, "Current run", stage_images)
+                + _single(doc["baseline"], {}, "Baseline run", plotted=False))
     else:
-        body = _single(doc, images, "SGLang performance report")
+        body = _single(doc, images, "SGLang performance report", stage_images)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>sglang-exporter report</title>"
-            f"<style>{_CSS}</style></head><body>\n{body}\n"
-            + ("" if plots.have_matplotlib() else
-               "<p class=\"meta\">Plots need matplotlib: pip install 'sglang-exporter[report]'.</p>")
-            + "</body></html>\n")
+            f"<style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")

@@ -17,6 +17,21 @@ def have_matplotlib() -> bool:
     return True
 
 
+#: What a page without plots says instead, and ``report`` prints on stderr, when matplotlib is missing.
+NO_MATPLOTLIB = ("no plots: matplotlib is not installed (pip install 'sglang-exporter[report]'; in a clone: "
+                 ".venv/bin/pip install -e '.[report]')")
+
+
+def missing_reason(doc: dict) -> str | None:
+    """Why a single run's document (or one SGLang Omni stage's) gets no plots, or ``None`` when it
+    gets them: matplotlib missing, or no time-stamped Decode line to draw."""
+    if not have_matplotlib():
+        return NO_MATPLOTLIB
+    if not doc["timeline"]["decode"]:
+        return "no plots: the log has no time-stamped Decode batch line to draw"
+    return None
+
+
 def make_plots(doc: dict, directory: str | None = None) -> dict[str, bytes]:
     """PNG plots of the run (the current run in baseline mode): ``{name: png_bytes}``.
 

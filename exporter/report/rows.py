@@ -129,13 +129,14 @@ def _throughput(t: dict) -> list[tuple[str, str]]:
              f"{num(t['seconds'], 0, ' s')} of stats lines" if t["seconds"] else fig(t, "computed_tokens_per_second"))
     return [
         ("computed tokens", f"{num(t['computed_tokens'])} = {num(t['prefill_computed_tokens'])} prefill + "
-                            f"{num(t['decode_tokens'])} decode (estimated)"),
+                            f"{num(t['decode_tokens'])} decode ({t.get('decode_tokens_basis') or 'estimated'})"),
         ("recomputed tokens", num(t["recomputed_tokens"]) + (f" ({t['recomputed_tokens_method']})"
                                                               if t["recomputed_tokens_method"] else "")
          + (f"; {plural(t['retractions_not_sized'], 'retraction')} not sized" if t["retractions_not_sized"] else "")),
         ("useful tokens", fig(t, "useful_tokens")),
         ("recompute share of computed tokens", share(t, "recompute_share")),
-        ("tokens/s computed vs useful", rates),
+        ("tokens/s computed vs useful", rates + (" (rests on an ASSUMED decode-log interval: see computed tokens)"
+                                                 if "ASSUMED" in (t.get("decode_tokens_basis") or "") else "")),
         ("SGLang gen throughput (Decode lines, tok/s)", dist(t["sglang_gen_throughput"])),
         ("cache-hit ratio (#cached-token / prompt tokens)", share(t, "cache_hit_ratio")),
     ]

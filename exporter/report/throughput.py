@@ -24,6 +24,7 @@ DOMAINS = {
     "computed_tokens": AMOUNT,
     "recomputed_tokens": AMOUNT,
     "recomputed_tokens_method": LABEL,
+    "decode_tokens_basis": LABEL,
     "retractions_not_sized": COUNT,
     "useful_tokens": AMOUNT,
     "recompute_share": SHARE,
@@ -46,12 +47,22 @@ def seconds_reason(b: Basis) -> str | None:
     return None
 
 
+def decode_basis(b: Basis) -> str:
+    """What the decode tokens (and every rate built on them) rest on: the Decode lines times the
+    decode-log interval, and where that interval came from; an assumed one says so."""
+    if b.interval_source == "default":
+        return (f"estimated: Decode lines x {b.interval} steps, an ASSUMED interval, SGLang's default: "
+                "the log does not give it")
+    return f"estimated: Decode lines x {b.interval} steps, the interval from {b.interval_source}"
+
+
 def section(b: Basis) -> dict:
     """The ``throughput`` section of the report document."""
     f = Figures(DOMAINS)
     p_comp = f.set("prefill_computed_tokens", int(b.total("prefill_computed_tokens")))
     p_cached = f.set("prefill_cached_tokens", int(b.total("prefill_cached_tokens")))
     d_tok = f.set("decode_tokens", b.total("decode_tokens"))
+    f.put("decode_tokens_basis", decode_basis(b) if b.decode else None)
     gained = b.total("recomputed_tokens_gained")
     estimated = b.total("recomputed_tokens_estimated")
     recomputed = f.set("recomputed_tokens", gained + estimated)

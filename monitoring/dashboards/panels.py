@@ -27,8 +27,8 @@ from ..config import Config
 from ..promql import WHOLE_HISTOGRAMS
 
 DS = dash_m.DataSourceRef(type_val="prometheus", uid="${datasource}")
-UIDS = {"scheduler": "sglang-scheduler", "gpu": "sglang-gpu", "capacity": "sglang-capacity"}
-TITLES = {"scheduler": "Scheduler", "gpu": "GPU", "capacity": "Capacity"}
+UIDS = {"oncall": "sglang-oncall", "scheduler": "sglang-scheduler", "gpu": "sglang-gpu", "capacity": "sglang-capacity"}
+TITLES = {"oncall": "On call", "scheduler": "Scheduler", "gpu": "GPU", "capacity": "Capacity"}
 #: Target: (PromQL, legend).
 Target = tuple[str, str]
 
@@ -251,9 +251,42 @@ def dashboard(cfg: Config, kind: str, title: str, description: str) -> dash.Dash
     return board
 
 
-def to_json(board: dash.Dashboard) -> str:
-    """The dashboard as committed: panels numbered 1.. in order, keys sorted, two-space indent."""
+def collapse_rows(model: dict, open_rows: int) -> dict:
+    """Collapse every row after the first ``open_rows``: its panels move into the row (Grafana's
+    collapsed form), the collapsed rows stack one grid unit apart, and each panel keeps its place
+    within its row for when the row is opened."""
+    out: list[dict] = []
+    rows = 0
+    row: dict | None = None
+    y = 0  # where the next collapsed row goes
+    for panel in model["panels"]:
+        if panel["type"] == "row":
+            rows += 1
+            if rows > open_rows:
+                old_y = panel["gridPos"]["y"]
+                y = y if row is not None else old_y
+                row = dict(panel, collapsed=True, panels=[], gridPos=dict(panel["gridPos"], y=y))
+                row["_from"] = old_y
+                out.append(row)
+                y += 1
+                continue
+        if row is None:
+            out.append(panel)
+        else:
+            g = panel["gridPos"]
+            row["panels"].append(dict(panel, gridPos=dict(g, y=row["gridPos"]["y"] + g["y"] - row["_from"])))
+    for panel in out:
+        panel.pop("_from", None)
+    return dict(model, panels=out)
+
+
+def to_json(board: dash.Dashboard, open_rows: int | None = None) -> str:
+    """The dashboard as committed: panels numbered 1.. in order, keys sorted, two-space indent; with
+    ``open_rows``, the rows after the first ``open_rows`` collapsed (:func:`collapse_rows`)."""
     model = board.build()
     for i, panel in enumerate(model.panels or [], start=1):
         panel.id_val = i
-    return json.dumps(model, cls=JSONEncoder, indent=2, sort_keys=True) + "\n"
+    data = json.loads(json.dumps(model, cls=JSONEncoder))
+    if open_rows is not None:
+        data = collapse_rows(data, open_rows)
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"

@@ -46,12 +46,10 @@ def dp_rank_row(b, cfg: Config):
                          m.sourced)], w=8, lo=0, hi=1))
     b = b.with_panel(graph(
         "DP imbalance over time (max / mean across the ranks)",
-        "Per server: the busiest rank's load over the ranks' mean (1 = balanced, the number of ranks = one rank "
-        "does all). The alerted figure (SGLangDPRankImbalance above "
-        f"{num(imbalance.threshold)}): SGLang's own per-step token ratio sglang:dp_attention_token_imbalance_ratio "
-        "(0.5.22+, source sglang_metrics) where scraped, else the running requests per rank. Beside it the "
-        "running requests, the queue and the KV usage of the ranks, each max over mean (exporter/method.py "
-        "dp_imbalance; the report computes the same from a log).",
+        "Per server: the busiest rank's load over the ranks' mean (1 = balanced). The alerted figure "
+        f"(SGLangDPRankImbalance above {num(imbalance.threshold)}): SGLang's per-step token ratio "
+        "sglang:dp_attention_token_imbalance_ratio (0.5.22+) where scraped, else the running requests per rank. "
+        "Beside it the running requests, the queue and the KV usage of the ranks, each max over mean.",
         "none", [(across(RR("dp_imbalance", "ratio")), f"alerted {per_server} ({{{{source}}}})"),
                  *((across(RR(figure, "max_over_mean_dp_rank")), f"{what} {per_server} ({{{{source}}}})")
                    for figure, what in (("running_requests", "running"), ("queue_requests", "queued"),

@@ -83,11 +83,10 @@ def build(cfg: Config):
         thresholds=[(bound.guard, "orange"), (kv.threshold, "red")], background=True))
     b = b.with_panel(single(
         "Decode batch p50 / ceiling",
-        "Median actual decode batch as a share of the configured max_running_requests: a ratio, so that a "
-        "ceiling of 2048 does not hide a batch of 68. Exact from the forward-pass stream, else the log's "
-        "#running-req of Decode batch lines. Low with high KV occupancy: the batch is bounded by KV memory "
-        f"(SGLangBatchBoundByKV below {percent(bound.threshold)}); low with low KV occupancy: little load. Needs "
-        "the sidecar: SGLang's own metrics have neither the distribution nor the ceiling.",
+        "Median actual decode batch as a share of max_running_requests (a ceiling of 2048 does not hide a batch "
+        "of 68). Exact from the forward-pass stream, else the log's Decode lines. Low with KV occupancy high: "
+        f"bounded by KV memory (SGLangBatchBoundByKV below {percent(bound.threshold)}); low with KV low: little "
+        "load. Needs the sidecar.",
         "percentunit", [(of_ceiling_best(0.5), m.sourced)], lo=0, hi=1, base="blue"))
     b = b.with_panel(single(
         "Queue wait (as alerted)",
@@ -108,9 +107,8 @@ def build(cfg: Config):
     b = b.with_panel(graph(
         "Actual batch size and its ceiling",
         "Per scheduler: decode batch p50 and p99 (exact from the forward-pass stream, else the log's sample), the "
-        "mean decode batch from SGLang's own counters (decode tokens / decode passes; batch x accept length with "
-        "speculative decoding), and the configured ceiling (max_running_requests of the start-up line). Read it "
-        "against the latency panels beside it: the method's trade-off between batch and tail latency.",
+        "mean decode batch from SGLang's own counters (decode tokens / decode passes), and the configured ceiling "
+        "(max_running_requests). Read it against the latency beside it: the batch and tail latency trade-off.",
         "none", [(batch_q(0.5), f"p50 {m.sourced}"), (batch_q(0.99), f"p99 {m.sourced}"),
                  (m.source(R("decode_batch_size", "mean_rate{w}"), NATIVE), f"mean (SGLang) {m.legend}"),
                  (ceiling_rule, f"ceiling {m.legend}")], w=6, lo=0))
@@ -122,11 +120,10 @@ def build(cfg: Config):
         "s", latency("time_to_first_token_seconds"), w=6, lo=0))
     b = b.with_panel(graph(
         "Inter-token latency and time per output token",
-        "P50 and P99 of SGLang's sglang:inter_token_latency_seconds (per output token) and of its per-request "
-        "TPOT sglang:request_time_per_output_token_seconds (each request's decode time / its output tokens after "
-        "the first, 0.5.22+), per server: what a larger batch costs every request. With the sidecar alone the "
-        "decode step time ESTIMATE stands in, per scheduler: #running-req / gen throughput of the Decode batch "
-        "lines (seconds per step; per output token with speculative decoding).",
+        "P50 and P99 of SGLang's sglang:inter_token_latency_seconds and of its per-request TPOT "
+        "sglang:request_time_per_output_token_seconds (0.5.22+), per server: what a larger batch costs every "
+        "request. With the sidecar alone the decode step time ESTIMATE stands in, per scheduler: #running-req / "
+        "gen throughput of the Decode lines.",
         "s", [*latency("inter_token_latency_seconds"),
               *((e, legend.replace("P", "TPOT P", 1)) for e, legend in latency("request_time_per_output_token_seconds")),
               (m.source(R("decode_step_seconds", "estimate{w}"), LOG), f"decode step (estimate) {m.legend}")],
@@ -146,11 +143,10 @@ def build(cfg: Config):
          f"({{__name__=~\"{cfg.level}:.+\", {m.sel}}})", ""), w=8))
     b = b.with_panel(graph(
         "Retracted requests per batch, by source",
-        "The same figure from each source, side by side: retracted requests / batches (the log: #retracted_reqs / "
-        "its batches; SGLang: sglang:num_retracted_requests_total / sglang:cuda_graph_passes_total). The two "
-        "should agree within a few percent; a lasting gap means a parser problem or a wrong decode_log_interval. "
-        "The retraction share the alert reads counts events where the sidecar sees them: one event retracts one "
-        "or more requests.",
+        "Retracted requests / batches from each source, side by side (the log: #retracted_reqs; SGLang: "
+        "sglang:num_retracted_requests_total / sglang:cuda_graph_passes_total). They should agree within a few "
+        "percent; a lasting gap means a parser problem or a wrong decode_log_interval. The alert counts events "
+        "where the sidecar sees them.",
         "percentunit", [(m.of(R("retracted_requests_per_batch", "ratio_rate{w}"), 'source=~"$source"'), m.sourced)],
         w=8, lo=0, thresholds=[(retraction.threshold, "red")]))
     events_share = (f"{m.source(R('retractions', 'rate{w}'), LOG)} / {m.on} "
@@ -159,9 +155,7 @@ def build(cfg: Config):
         "Only the sidecar adds",
         "Figures SGLang's own metrics cannot give (empty without the sidecar): retraction EVENTS per batch (SGLang "
         "counts requests) and the decode batch p50 against the ceiling (the KV-bound diagnosis); beside them the "
-        "recompute share (\"fake throughput\") from each source: the log's #new_tokens_gained, and SGLang's own "
-        "prefill_compute - effective input tokens (0.5.18+). Below, also from the sidecar only: the batch-size "
-        "distribution, #pending-token, new_token_ratio, PD queues and speculative accept rates.",
+        "recompute share (\"fake throughput\") from each source (the log's #new_tokens_gained; SGLang 0.5.18+).",
         "percentunit", [(events_share, f"retraction events / batch {m.legend}"),
                         (m.of(R("recomputed_tokens_per_computed_token", "ratio_rate{w}")),
                          f"recompute share {m.sourced}"),
@@ -194,12 +188,10 @@ def build(cfg: Config):
     b = b.with_row(row("Retractions (preemption)"))
     b = b.with_panel(graph(
         f"Retraction ratio vs the {percent(retraction.threshold)} line",
-        f"Retractions / batches per scheduler, the recording rule {R('retractions_per_batch', 'ratio_rate{w}')} that "
-        f"SGLangRetractionRatioHigh reads: {cfg.rate_window} windows, pods of one {cfg.group_label} merged with max. "
-        "Retraction events from the sidecar's log, else SGLang's retracted requests (an upper bound); batches "
-        "counted by the forward-pass stream, else the log (Decode batch lines x decode_log_interval), else "
-        f"SGLang's pass counter. The method: more than {percent(retraction.threshold)} of batches preempted means "
-        "the running-request ceiling is too high (red line).",
+        f"Retractions / batches per scheduler over {cfg.rate_window}, as SGLangRetractionRatioHigh reads it. Events "
+        "from the sidecar's log, else SGLang's retracted requests (an upper bound); batches from the forward-pass "
+        "stream, else the log (Decode lines x decode_log_interval), else SGLang's pass counter. Above the red "
+        f"{percent(retraction.threshold)} line the running-request ceiling is too high for the KV cache.",
         "percentunit", [(retraction_share, m.sourced)], lo=0, thresholds=[(retraction.threshold, "red")]))
     b = b.with_panel(graph(
         "Retractions and retracted requests",
