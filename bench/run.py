@@ -249,7 +249,6 @@ class _Writer(threading.Thread):
         self.path, self.lines, self.rate, self.max_seconds = path, lines, rate, max_seconds
         self.written = 0
         self.stop_event = threading.Event()
-        self.probe_lock = threading.Lock()
         self.probe_request = threading.Event()
         self.probe_result: tuple[int, float] | None = None
         self.behind_max_s = 0.0

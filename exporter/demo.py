@@ -47,7 +47,6 @@ class Replayer:
         self.dest, self.speed, self.max_gap, self.loops = dest, speed, max_gap, loops
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="demo-replay", daemon=True)
-        self.lines_written = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -72,6 +71,5 @@ class Replayer:
                         line = _STAMP.sub("[" + time.strftime("%Y-%m-%d %H:%M:%S"), line, count=1)
                     out.write(line + "\n")
                     out.flush()
-                    self.lines_written += 1
                 passes += 1
                 log.info("demo: replayed the sample log %d time(s)", passes)

@@ -51,11 +51,6 @@ def retraction_share(retractions: float, batches: float) -> float | None:
     return share(retractions, batches)
 
 
-def above_retraction_rule(value: float | None) -> bool:
-    """True when a retraction share breaks :data:`RETRACTION_RULE`."""
-    return value is not None and value > RETRACTION_RULE
-
-
 def recompute_share(recomputed: float, computed: float) -> float | None:
     """Recomputed tokens / computed tokens (prefill + decode): the part of the work done twice."""
     return share(recomputed, computed)

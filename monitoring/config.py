@@ -124,7 +124,6 @@ PRIORITY_CLASSES: tuple[tuple[str, str], ...] = (
 LOG = "log"                 # the sidecar reading the scheduler log (sglang_scheduler_*; every SGLang version)
 FPM = "fpm"                 # the sidecar following SGLang's per-forward-pass stream (issue 14; exact per pass)
 NATIVE = "sglang_metrics"   # SGLang's own /metrics (--enable-metrics; sglang:* names; 0.5.7+ for the 5% rule)
-SOURCES = (LOG, FPM, NATIVE)
 
 
 def _precedence() -> Mapping[str, tuple[str, ...]]:

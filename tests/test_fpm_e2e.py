@@ -8,10 +8,8 @@ and heartbeats sharing one sequence. Every wait is on the exporter's own counter
 from __future__ import annotations
 
 import math
-import socket
 import subprocess
 import time
-from pathlib import Path
 
 import msgspec
 import pytest

@@ -73,7 +73,6 @@ class Recorder:
         self.kv_alloc_by_stage: dict[str, tuple[int, float | None]] = {}  # SGLang Omni stages' KV Cache lines
         self.ceiling_proxy: int | None = None  # a stage view's CUDA-graph batch-size proxy
         self.server_args: dict[str, str] = {}
-        self.server_args_count = 0
         self.starts: list[StartMark] = []
         self._stats_in_start = False  # a stats line since the latest start opened
         self.req_stats: list[ReqTimeStats] = []
@@ -239,7 +238,6 @@ class Recorder:
             self._replica(origin).retractions.append(RetractionRow(t, ev.retracted_reqs, ev.new_tokens_gained))
         elif kind is ServerArgs:
             self.server_args = split_server_args(line)
-            self.server_args_count += 1
         elif kind is ReqTimeStats:
             if ev.queue_duration < 0:
                 self.req_stats_negative += 1

@@ -351,14 +351,6 @@ class SchedulerStates:
                     return "replicas"
         return None
 
-    def admit(self, origin: Origin) -> tuple[SchedulerState, ReplicaCounters] | None:
-        """The scheduler and replica of a stats line's ``origin``, created if new; None where
-        :meth:`refusal` refuses it."""
-        if self.refusal(origin, DecodeBatch) is not None:
-            return None
-        s = self.scheduler(self.key(origin))
-        return s, s.replica(origin.replica)
-
     def apply(self, event: Event, wall: float | None = None) -> str | None:
         """Apply one event.
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ..config import FPM, LOG, NATIVE, Config
 from ..promql import num, percent
-from .panels import Merged, Scope, dashboard, graph, grid, heat, recorded, row, single
+from .panels import Merged, Scope, dashboard, graph, grid, heat, row, single
 from .ranks import dp_rank_row, priority_row
 
 

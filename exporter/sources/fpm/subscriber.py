@@ -88,7 +88,6 @@ class FpmSubscriber:
         self._sockets: list[zmq.Socket] = []
         self._monitors: list[zmq.Socket] = []
         self._endpoints = list(endpoints)
-        self.reconnects = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._was_up = [False] * len(endpoints)
@@ -181,7 +180,6 @@ class FpmSubscriber:
         except zmq.ZMQError:
             pass  # the session is gone already (a protocol error ends it)
         sock.connect(endpoint)
-        self.reconnects += 1
         log.debug("FPM %s: disconnected; connecting again", endpoint)
 
     def _drain(self, index: int, sock: zmq.Socket) -> int:

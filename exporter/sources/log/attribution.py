@@ -294,9 +294,3 @@ class StageAttribution:
         text = REASONS[reason].format(n=len(stages), stages=", ".join(stages))
         self._warn(f"{text}. {FIX}.")
 
-    def learn_only(self, events: Iterable[Event]) -> None:
-        """Learn from the start-up lines among ``events`` without keeping anything (the part of a log
-        before the exporter's start position, :meth:`~exporter.sources.log.ingest.Ingest.startup_facts`)."""
-        for ev in events:
-            if type(ev) is OmniStartup and ev.origin.task is not None:
-                self._learn(ev)

@@ -149,9 +149,6 @@ class _Builder:
             latest = self.latest[key] = {}
         return latest
 
-    def reset(self) -> None:
-        self.replicas, self.latest, self.slots, self.run = {}, {}, {}, Run()
-
 
 class _Scanner:
     """Scans blocks; memos of identities and times are kept across blocks.
