@@ -32,6 +32,11 @@ LOG_ROWS = (
          "server cannot have: at or above dp_size of server_args, or another size it prints), schedulers "
          "or replicas (beyond 256 schedulers or 4096 replicas), range (a derived figure out of range, "
          "e.g. decode tokens of #running-req x interval x accept len), error (failed to apply)."),
+    _log("sglang_exporter_log_template_lines_total", COUNTER, (), "lines", "template_lines",
+         "the log source's ingest step: lines the pattern of exporter/sources/log/templates.py read",
+         "Prefill and Decode lines read by the fast path's pattern instead of the per-line parser (the "
+         "same event either way). Divided by the parsed prefill and decode lines it is the fast path's "
+         "share: below 1 on a steady log, a line format of the server is not in the pattern yet."),
     _log("sglang_exporter_log_bytes_read_total", COUNTER, ("path",), "bytes", "files.*.bytes_read", _TAILER,
          "Bytes read from a followed log file."),
     _log("sglang_exporter_log_file_opens_total", COUNTER, ("path",), "opens", "files.*.opens", _TAILER,

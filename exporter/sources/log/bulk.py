@@ -88,6 +88,7 @@ class BlockResult:
             a line in SGLang Omni's format, which needs the stage attribution, or start-up lines so
             dense (a crash-looping server) that a run per part would cost more than the lines
             (:data:`BY_LINE_PARTS`).
+        templates: Lines the part's pattern read (:mod:`.templates`), of :attr:`lines`.
         lines: Lines the part held after the splitter's rules (a ``\\r`` splits one, an oversized
             one is dropped), the start-up line that ends it left out.
         parsed: Lines within the run, by kind.
@@ -112,6 +113,7 @@ class BlockResult:
     start: int = 0
     stop: int | None = None
     then: list[str] = field(default_factory=list)
+    templates: int = 0
 
 
 class _ByLine(Exception):
@@ -305,6 +307,7 @@ class _Scanner:
     def _end_part(self, res: BlockResult, b: _Builder, splitter: LineSplitter, templates: int, ignored: int) -> None:
         self._end_run(res, b)
         res.lines += templates + ignored
+        res.templates += templates
         res.ignored += ignored
         res.dropped, splitter.dropped = splitter.dropped, 0
 

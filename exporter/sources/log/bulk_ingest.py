@@ -248,6 +248,7 @@ class BulkIngest(Ingest):
         with stats.lock:
             counts = stats.lines
             counts[("other", "ignored")] += res.ignored
+            stats.template_lines += res.templates
             for kind, n in res.malformed.items():
                 counts[(kind, "malformed")] += n
             for kind, n in res.parsed.items():

@@ -50,6 +50,7 @@ class LogCollector(Collector):
             "skipped": {path_label(pattern): n for pattern, n in snap.skipped.items()},
             "watch_mode": {snap.watch_mode: 1} if snap.watch_mode is not None else {},
             "last_line_wall": snap.last_line_wall,
+            "template_lines": snap.template_lines,
         }
         fams = self._rows.families()
         fill(fams, self._rows, view)

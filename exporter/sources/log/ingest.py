@@ -83,9 +83,12 @@ class Ingest:
         """
         if self.observer is not None and not isinstance(lines, list):
             lines = list(lines)
-        parsed = [parse_template(line) or parse_line(line) for line in lines]  # a template line skips the parser
+        parsed = [parse_template(line) for line in lines]  # a template line skips the parser
         if not parsed:
             return 0
+        templates = len(parsed) - parsed.count(None)
+        if templates < len(parsed):
+            parsed = [ev or parse_line(line) for ev, line in zip(parsed, lines)]
         wall = self._clock()
         events = []
         append = events.append
@@ -108,7 +111,7 @@ class Ingest:
         if events:
             events, dropped = self.attribution.attribute(events)
         rejected = self.store.apply(events, wall) if events else ()
-        self._count(ignored, malformed, by_type, dropped, rejected, wall)
+        self._count(ignored, malformed, by_type, dropped, rejected, wall, templates)
         if self.observer is not None:
             self.observer(lines, parsed, _applied(events, rejected))
         return scheduler_lines
@@ -128,13 +131,14 @@ class Ingest:
         return len(events) + len(dropped)
 
     def _count(self, ignored: int, malformed: list[str], by_type: dict[type, int], dropped: list,
-               rejected, wall: float) -> None:
+               rejected, wall: float, templates: int = 0) -> None:
         """Count one batch's lines in the source's statistics (a held Omni start-up line counted
         parsed when read moves to ``unattributed`` when it is decided so)."""
         stats = self.stats
         with stats.lock:
             counts = stats.lines
             counts[("other", "ignored")] += ignored
+            stats.template_lines += templates
             for kind in malformed:
                 counts[(kind, "malformed")] += 1
             for t, n in by_type.items():

@@ -67,6 +67,7 @@ class LogSnapshot:
     lines: dict[tuple[str, str], int]
     rejected: dict[str, int]
     last_line_wall: float | None
+    template_lines: int = 0
 
 
 class LogStats:
@@ -76,6 +77,9 @@ class LogStats:
         lock: Guards the dictionaries and the line counts; ``FileStats`` fields are plain integers
             written by the follower thread alone.
         lines: Lines per ``(kind, result)``; every kind starts at 0 so that each series exists.
+        template_lines: Prefill/Decode lines read by the fast path's pattern (:mod:`.templates`)
+            instead of the per-line parser (the same event either way): a share that falls says a
+            new SGLang format left the fast path.
         rejected: Refused scheduler lines per reason; every reason starts at 0.
         files: :class:`FileStats` per followed path.
         patterns: Files each followed glob matched at the latest check.
@@ -98,6 +102,7 @@ class LogStats:
                 self.lines[(kind, "malformed")] = 0
                 self.lines[(kind, "unattributed")] = 0
         self.rejected: Counter[str] = Counter(dict.fromkeys(REJECT_REASONS, 0))
+        self.template_lines = 0
         self.files: dict[str, FileStats] = {}
         self.patterns: dict[str, int] = {}
         self.skipped: dict[str, int] = {}
@@ -141,4 +146,5 @@ class LogStats:
                 lines=dict(sorted(self.lines.items())),
                 rejected=dict(self.rejected),
                 last_line_wall=self.last_line_wall,
+                template_lines=self.template_lines,
             )
