@@ -176,3 +176,20 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, args, word):
     proc = _cmd(*args, check=False)
     assert proc.returncode == 2, proc.stderr
     assert word in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_report_answers_questions_3_and_5_from_the_request_log(model):
+    """Checklist question 5 gives the arrival rate of the active periods (traffic's model), not the
+    whole log's average; question 3 the length distribution with its mean and CV."""
+    proc = subprocess.run([sys.executable, "-m", "exporter", "report", "--format", "json", str(LOG)],
+                          capture_output=True, text=True, timeout=300)
+    doc = json.loads(proc.stdout)
+    q3, q5 = doc["checklist"][2], doc["checklist"][4]
+    assert q3["answerable"] == "yes" and f"n={model['input_tokens']['count']}" in q3["answer"]
+    assert f"mean {model['input_tokens']['mean']:,.0f}" in q3["answer"]
+    assert q5["answerable"] == "yes"
+    active = model["arrivals"]["active"]
+    assert f"About {active['rate_per_second']:,.2f} requests/s while active" in q5["answer"]
+    assert f"{active['requests']} requests" in q5["answer"]
+    whole = model["arrivals"]["requests"] / (model["arrivals"]["last"] - model["arrivals"]["first"])
+    assert active["rate_per_second"] > 3 * whole  # the idle log (start-ups, a restart) left out
