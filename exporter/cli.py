@@ -106,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "traffic":  # `sglang-exporter traffic LOG...`: a traffic model and a trace, own --help
         from .traffic.cli import main as traffic_main
         return traffic_main(argv[1:])
+    if argv and argv[0] == "sweep":  # `sglang-exporter sweep --server CMD --values ...`: runs then compare
+        from .sweep.cli import main as sweep_main
+        return sweep_main(argv[1:])
     env_warnings = unknown_environment(os.environ)  # a misspelt variable may be why a setting is missing
     try:
         settings = load_settings(argv)
