@@ -43,7 +43,9 @@ USAGE = f"""\
        {PROG} --one-shot --log.path PATH [OPTIONS]
        {PROG} --demo [OPTIONS]
        {PROG} report PATH...   (options: {PROG} report --help)
-       {PROG} compare RUN...   (runs of a sweep side by side: {PROG} compare --help)"""
+       {PROG} compare RUN...   (runs of a sweep side by side: {PROG} compare --help)
+       {PROG} traffic LOG...   (a traffic model and a trace from production: {PROG} traffic --help)
+       {PROG} sweep --server CMD --values V...   (the sweep as one command: {PROG} sweep --help)"""
 
 EXAMPLES = f"""\
 examples:
