@@ -42,7 +42,8 @@ def model() -> dict:
 
 def _start_log(tmp_path: Path, start: int) -> Path:
     """The part of the log one server start wrote (the text-format start, or the JSON-format one)."""
-    lines = gzip.open(LOG, "rt").read().splitlines(keepends=True)
+    with gzip.open(LOG, "rt") as f:
+        lines = f.read().splitlines(keepends=True)
     cut = next(i for i, x in enumerate(lines) if "--log-requests-format" in x and "server_args" in x or
                "log_requests_format': 'json'" in x)
     part = tmp_path / f"start-{start}.log"
@@ -148,7 +149,8 @@ def test_a_poisson_trace_draws_recorded_lengths_at_the_rate_asked(tmp_path):
 
 
 def test_damaged_records_are_counted_and_a_log_without_requests_exits_3(tmp_path):
-    good = [x for x in gzip.open(LOG, "rt") if "Finish: obj=" in x or '"request.finished"' in x]
+    with gzip.open(LOG, "rt") as f:
+        good = [x for x in f if "Finish: obj=" in x or '"request.finished"' in x]
     bad_text = good[0].replace("'prompt_tokens': ", "'prompt_tokens': -")
     bad_json = good[-1][: len(good[-1]) // 2] + "\n"
     log = tmp_path / "damaged.log"

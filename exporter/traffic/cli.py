@@ -97,16 +97,17 @@ def _check(args) -> str | None:
     return None
 
 
-def _files(patterns: list[str]) -> list[str] | str:
+def _files(patterns: list[str], arg: str) -> list[str] | str:
+    """The files the inputs name (a glob's matches in name order), or the usage error naming ``arg``."""
     out = []
     for pattern in patterns:
         files = sorted(regular_matches(pattern)) if has_glob(pattern) else [pattern]
         if not files:
-            return f"argument LOG: {display_path(pattern)!r} matches no file"
+            return f"argument {arg}: {display_path(pattern)!r} matches no file"
         for f in files:
             problem = file_problem(f)
             if problem:
-                return f"argument {'--metrics' if pattern in (None,) else 'LOG'}: {display_path(f)!r} {problem}"
+                return f"argument {arg}: {display_path(f)!r} {problem}"
         out += files
     return out
 
@@ -168,9 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     problem = _check(args)
     if problem:
         return usage_error(problem, PROG)
-    files = _files(args.logs or args.metrics)
+    files = _files(args.metrics, "--metrics") if args.metrics else _files(args.logs, "LOG")
     if isinstance(files, str):
-        return usage_error(files.replace("argument LOG", "argument --metrics") if args.metrics else files, PROG)
+        return usage_error(files, PROG)
     try:
         arrivals: list[float] = []
         if args.metrics:
