@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, require_tool
 
 KEPT = ROOT / "tests" / "corpus" / "requestlog-0.5.23"
 LOG = KEPT / "server.log.gz"
@@ -171,6 +171,9 @@ def test_damaged_records_are_counted_and_a_log_without_requests_exits_3(tmp_path
     (["--metrics", "PROM", "--arrivals", "recorded", "--trace", "T"], "--arrivals"),
     (["--metrics", "PROM", "--trace", "T"], "--rate"),
     (["--metrics", str(LOG)], "--metrics"),
+    (["--prometheus", "http://127.0.0.1:9"], "--start"),
+    (["--prometheus", "http://127.0.0.1:9", "--start", "2026-01-02T00:00:00Z", "--end", "yesterday"], "--end"),
+    (["--start", "1", "LOG"], "--start"),
 ])
 def test_bad_arguments_exit_2_with_one_line(tmp_path, args, word):
     args = [str(LOG) if a == "LOG" else str(KEPT / "0-end.prom") if a == "PROM" else str(tmp_path / "t") if a == "T"
@@ -195,3 +198,55 @@ def test_the_report_answers_questions_3_and_5_from_the_request_log(model):
     assert f"{active['requests']} requests" in q5["answer"]
     whole = model["arrivals"]["requests"] / (model["arrivals"]["last"] - model["arrivals"]["first"])
     assert active["rate_per_second"] > 3 * whole  # the idle log (start-ups, a restart) left out
+
+
+def test_the_histograms_from_a_real_prometheus_over_a_time_range(tmp_path, promtool):
+    """The JSON start's two scrapes backfilled into a real Prometheus (promtool tsdb create-blocks-from
+    openmetrics), ten minutes and nine minutes ago: --prometheus over that range gives what the two
+    files give; a range that begins before the first scrape counts from zero (the whole end scrape)."""
+    import socket
+    import time
+    import urllib.request
+
+    prometheus_bin = require_tool("prometheus")
+    t0 = int(time.time()) - 600
+    samples = []
+    for name, t in (("1-ready.prom", t0), ("1-end.prom", t0 + 60)):
+        samples += [f"{x} {t}" for x in (KEPT / name).read_text().splitlines() if x and not x.startswith("#")]
+    (tmp_path / "in.om").write_text("\n".join(samples) + "\n# EOF\n")
+    subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(tmp_path / "in.om"),
+                    str(tmp_path / "tsdb")], check=True, capture_output=True, timeout=120)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "prometheus.yml").write_text("global: {}\n")
+    prom = subprocess.Popen([prometheus_bin, f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}",
+                             "--log.level=warn"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline and prom.poll() is None, "Prometheus did not get ready"
+            time.sleep(0.2)
+        files = _json("--metrics", KEPT / "1-ready.prom", KEPT / "1-end.prom")
+        ranged = _json("--prometheus", url, "--start", str(t0), "--end", str(t0 + 60))
+        for key in ("input_tokens", "output_tokens"):
+            assert ranged[key]["count"] == files[key]["count"] == 41
+            assert ranged[key]["mean"] == pytest.approx(files[key]["mean"])
+            assert ranged[key]["buckets"] == files[key]["buckets"]
+        assert ranged["records"]["requests"] == files["records"]["requests"] == 41
+        whole = _json("--prometheus", url, "--start", str(t0 - 3600), "--end", str(t0 + 60))
+        assert whole["input_tokens"]["count"] == _json("--metrics", KEPT / "1-end.prom")["input_tokens"]["count"]
+        # nothing scraped in the range's end: exit 2 naming --prometheus
+        proc = _cmd("--prometheus", url, "--start", str(t0 - 7200), "--end", str(t0 - 3600), check=False)
+        assert proc.returncode == 2 and "--prometheus" in proc.stderr
+    finally:
+        prom.terminate()
+        prom.wait(30)

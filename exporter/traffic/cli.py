@@ -1,7 +1,8 @@
 """``sglang-exporter traffic``: a traffic model from a production server's record, and a trace to replay.
 
 Inputs: SGLang's request log (``--log-requests``, text or JSON format; the files as for ``report``)
-or, where none exists, SGLang's ``/metrics`` scraped to files (``--metrics FILE [LATER_FILE]``).
+or, where none exists, SGLang's ``/metrics`` scraped to files (``--metrics FILE [LATER_FILE]``) or
+kept by Prometheus (``--prometheus URL --start T --end T``, :mod:`exporter.traffic.prometheus`).
 Output: the model (:mod:`exporter.traffic.model`) as text or JSON, and with ``--trace FILE`` a trace
 for SGLang's benchmark client (:mod:`exporter.traffic.trace`).
 """
@@ -13,6 +14,7 @@ import json
 import math
 import random
 import sys
+from datetime import datetime, timezone
 
 from ..paths import display_path, file_problem
 from ..report.cli import _ArgError, _Parser
@@ -21,7 +23,7 @@ from ..report.schema import jsonable
 from ..status import PROG as COMMAND
 from ..status import ExitStatus, interrupted, os_error, usage_error, write_output
 from ..sources.log.glob import has_glob, regular_matches
-from . import histogram, model, trace
+from . import histogram, model, prometheus, trace
 from .requestlog import RequestLog
 from .text import text
 
@@ -45,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "globs; .gz read)")
     p.add_argument("--metrics", nargs="+", metavar="FILE", help="SGLang's /metrics scraped to a file; two files of one "
                    "server: the requests between them")
+    p.add_argument("--prometheus", metavar="URL", help="a Prometheus server that scrapes SGLang: the length "
+                   "histograms between --start and --end")
+    p.add_argument("--start", metavar="TIME", help="with --prometheus: the range's start (epoch seconds or ISO 8601)")
+    p.add_argument("--end", metavar="TIME", help="with --prometheus: the range's end (epoch seconds or ISO 8601)")
     p.add_argument("--window", type=float, default=model.DEFAULT_WINDOW, metavar="SECONDS",
                    help=f"window of the arrival rate (default {model.DEFAULT_WINDOW:g})")
     p.add_argument("--idle-gap", type=float, metavar="SECONDS", help="a gap without arrivals longer than this ends a "
@@ -69,16 +75,41 @@ def _positive(name: str, x: float | None) -> str | None:
     return None
 
 
+def _time(text: str) -> float | None:
+    """Epoch seconds of ``--start``/``--end`` (a number, or ISO 8601; without a zone, UTC)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
+
+
 def _check(args) -> str | None:
-    if not args.logs and not args.metrics:
-        return "argument LOG: give SGLang's request log, or --metrics FILE"
-    if args.logs and args.metrics:
-        return "argument --metrics: give either request logs or --metrics files, not both"
+    sources = [bool(args.logs), bool(args.metrics), bool(args.prometheus)]
+    if not any(sources):
+        return "argument LOG: give SGLang's request log, --metrics FILE or --prometheus URL"
+    if sum(sources) > 1:
+        return "argument --metrics: give one source: request logs, --metrics files or --prometheus"
+    if args.prometheus:
+        if args.start is None or args.end is None:
+            return "argument --start: --prometheus needs --start and --end"
+        args.start_s, args.end_s = _time(args.start), _time(args.end)
+        if args.start_s is None or args.end_s is None:
+            return f"argument --start/--end: {args.start!r} or {args.end!r} is not a time (epoch seconds or ISO 8601)"
+        if args.end_s <= args.start_s:
+            return "argument --end: not after --start"
+    elif args.start or args.end:
+        return "argument --start: only with --prometheus"
+    args.histograms = bool(args.metrics or args.prometheus)
     if args.metrics and len(args.metrics) > 2:
         return "argument --metrics: one file, or two scrapes of one server"
-    if args.metrics and args.arrivals == "recorded":
+    if args.histograms and args.arrivals == "recorded":
         return "argument --arrivals: 'recorded' needs a request log (histograms have no arrival times)"
-    if args.metrics and args.trace and args.rate is None:
+    if args.histograms and args.trace and args.rate is None:
         return "argument --rate: required for a trace from --metrics (histograms have no arrival times)"
     rate = None
     if args.rate is not None:
@@ -146,8 +177,12 @@ def from_metrics(paths: list[str], seed: int) -> tuple[dict, list[tuple[int, int
         with open(p, encoding="utf-8", errors="replace") as f:
             texts.append(histogram.read(f.read()))
     h = histogram.difference(texts[1], texts[0]) if len(texts) == 2 else texts[0]
-    doc = {"source": "histograms", "arrivals": None,
-           "source_text": "SGLang's /metrics histograms: " + ", ".join(map(display_path, paths)),
+    return from_histograms(h, "SGLang's /metrics histograms: " + ", ".join(map(display_path, paths)), seed)
+
+
+def from_histograms(h: dict, source: str, seed: int) -> tuple[dict, list[tuple[int, int]]]:
+    """``(document, 1000 drawn (input, output) pairs)`` of histograms in :func:`histogram.read`'s shape."""
+    doc = {"source": "histograms", "arrivals": None, "source_text": source,
            "arrivals_reason": "histograms have no arrival times: give SGLang's request log (--log-requests)",
            "input_tokens": histogram.lengths(h["prompt"]), "output_tokens": histogram.lengths(h["generation"]),
            "records": {"requests": h["requests"]}, "warnings": []}
@@ -169,16 +204,21 @@ def main(argv: list[str] | None = None) -> int:
     problem = _check(args)
     if problem:
         return usage_error(problem, PROG)
-    files = _files(args.metrics, "--metrics") if args.metrics else _files(args.logs, "LOG")
+    files = [] if args.prometheus else _files(args.metrics, "--metrics") if args.metrics else _files(args.logs, "LOG")
     if isinstance(files, str):
         return usage_error(files, PROG)
     try:
         arrivals: list[float] = []
-        if args.metrics:
+        if args.histograms:
             try:
-                doc, pairs = from_metrics(files, args.seed)
+                if args.prometheus:
+                    doc, pairs = from_histograms(prometheus.between(args.prometheus, args.start_s, args.end_s),
+                                                 f"Prometheus at {args.prometheus}, {args.start} to {args.end}",
+                                                 args.seed)
+                else:
+                    doc, pairs = from_metrics(files, args.seed)
             except histogram.HistogramError as exc:
-                return usage_error(f"argument --metrics: {exc}", PROG)
+                return usage_error(f"argument {'--prometheus' if args.prometheus else '--metrics'}: {exc}", PROG)
         else:
             doc, pairs, arrivals = from_logs(files, args)
         doc = {"schema": SCHEMA, **doc, "trace": None}
@@ -197,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
                             "rate_per_second": None if args.arrivals == "recorded" else rate, "seed": args.seed}
         out = json.dumps(jsonable(doc), indent=2) + "\n" if args.format == "json" else text(doc)
         write_output(out, args.output)
+    except prometheus.PrometheusError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return ExitStatus.RUNTIME
     except OSError as exc:
         return os_error(exc, PROG)
     except KeyboardInterrupt:
