@@ -41,6 +41,10 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "report": Subcommand("exporter.report.cli", "PATH...", f"options: {PROG} report --help"),
     "compare": Subcommand("exporter.compare.cli", "RUN...",
                           f"runs of a sweep side by side: {PROG} compare --help"),
+    "traffic": Subcommand("exporter.traffic.cli", "LOG...",
+                          f"a traffic model and a trace from production: {PROG} traffic --help"),
+    "sweep": Subcommand("exporter.sweep.cli", "--server CMD --values V...",
+                        f"the sweep as one command: {PROG} sweep --help"),
 }
 
 

@@ -27,6 +27,10 @@ class Load:
             ``max_new_tokens`` per request and retracts under KV pressure.
         priorities: with it, the test bed's own client sends each request with a priority drawn from
             these values in turn (SGLang's benchmark client sends none).
+        details: the client's ``--output-details`` (per-request ``input_lens``, ``output_lens``, ``ttfts``
+            in the result file).
+        trace: a trace file the client replays (``--dataset-name mooncake --dataset-path TRACE``: its
+            arrival times and lengths) instead of ``random-ids`` at ``rate``; ``num_prompts`` bounds it.
     """
 
     num_prompts: int
@@ -37,6 +41,8 @@ class Load:
     seed: int = 1
     eos: bool = True
     priorities: tuple[int, ...] = ()
+    details: bool = False
+    trace: str | None = None
 
 
 def run(load: Load, server: Server, result: Path) -> dict:
@@ -49,13 +55,18 @@ def run(load: Load, server: Server, result: Path) -> dict:
     if load.priorities:
         return _priority_client(load, server, result)
     cmd = [str(stack.python(server.version)), "-m", "sglang.benchmark.serving", "--backend", "sglang",
-           "--host", "127.0.0.1", "--port", str(server.port), "--dataset-name", "random-ids",
-           "--tokenize-prompt", "--num-prompts", str(load.num_prompts),
-           "--random-input-len", str(load.input_len), "--random-output-len", str(load.output_len),
-           "--random-range-ratio", str(load.range_ratio), "--request-rate", str(load.rate),
+           "--host", "127.0.0.1", "--port", str(server.port), "--num-prompts", str(load.num_prompts),
            "--seed", str(load.seed), "--output-file", str(result)]
+    if load.trace:
+        cmd += ["--dataset-name", "mooncake", "--dataset-path", load.trace]
+    else:
+        cmd += ["--dataset-name", "random-ids", "--tokenize-prompt", "--random-input-len", str(load.input_len),
+                "--random-output-len", str(load.output_len), "--random-range-ratio", str(load.range_ratio),
+                "--request-rate", str(load.rate)]
     if load.eos:
         cmd.append("--disable-ignore-eos")
+    if load.details:
+        cmd.append("--output-details")
     before = result.stat().st_size if result.exists() else 0
     out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"))
     if out.returncode != 0:

@@ -211,3 +211,14 @@ SCENARIOS.update({f"sweep-{n}": Scenario(
     "Poisson load, KV pool of 3000 tokens",
     (Start(("--max-total-tokens", "3000", "--schedule-conservativeness", "0.05", "--decode-log-interval", "1",
             "--max-running-requests", str(n)), _SWEEP_LOAD),)) for n in SWEEP_CEILINGS})
+
+#: SGLang's request log (issue 37, ``sglang-exporter traffic``): the same Poisson load logged at level 1,
+#: first in SGLang's text format, then in its JSON format, the client keeping each request's lengths.
+_REQUEST_LOAD = Load(num_prompts=40, input_len=200, output_len=60, rate=4.0, seed=11, details=True)
+SCENARIOS["request-log"] = Scenario(
+    "request-log", "SGLang's request log at level 1 (--log-requests), text then JSON format, with the client's "
+    "per-request lengths (--output-details)",
+    (Start(("--log-requests", "--log-requests-level", "1", "--max-total-tokens", "20000",
+            "--max-running-requests", "16", "--decode-log-interval", "5"), _REQUEST_LOAD),
+     Start(("--log-requests", "--log-requests-level", "1", "--log-requests-format", "json", "--max-total-tokens",
+            "20000", "--max-running-requests", "16", "--decode-log-interval", "5"), _REQUEST_LOAD)))

@@ -22,6 +22,9 @@ from . import stack
 #: backend (none is built for CPU), SGLang's default log level and its own ``/metrics``.
 BASE_FLAGS = ("--load-format", "dummy", "--device", "cpu", "--attention-backend", "torch_native",
               "--grammar-backend", "none", "--log-level", "info", "--enable-metrics")
+#: Environment every test bed server (and its benchmark client) gets: SGLang's CPU engine, no GPU, no hub.
+ENV = {"SGLANG_USE_CPU_ENGINE": "1", "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1",
+       "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
 #: Longest start-up (load, warm-up request) before the server is given up, seconds.
 START_TIMEOUT = 300.0
 #: The line SGLang prints once its warm-up request is done (every version the test bed runs).
@@ -83,8 +86,7 @@ class Server:
         timeout = self.start_timeout if timeout is None else timeout
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log.stat().st_size if self.log.exists() else 0
-        env = dict(os.environ, SGLANG_USE_CPU_ENGINE="1", CUDA_VISIBLE_DEVICES="", HF_HUB_OFFLINE="1",
-                   TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", **self.env)
+        env = dict(os.environ, **ENV, **self.env)
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=env, start_new_session=True)

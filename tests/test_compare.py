@@ -100,7 +100,7 @@ def test_rows_follow_the_swept_ceiling_and_equal_report_and_client(sweep):
 def test_the_largest_ceiling_retracts_and_the_knee_and_choices_are_said(sweep):
     last = sweep["groups"][-1]["figures"]
     assert last["retraction_events"]["median"] > 0
-    for key in ("knee", "online", "offline"):
+    for key in ("knee", "latency_knee", "online", "offline"):
         assert sweep[key]["text"] and "single run, noise unknown" in sweep[key]["text"], sweep[key]
     # the choices follow their rules from the table's own figures
     groups = sweep["groups"]
@@ -108,7 +108,8 @@ def test_the_largest_ceiling_retracts_and_the_knee_and_choices_are_said(sweep):
     best = max(ok, key=lambda g: g["figures"]["useful_tokens_per_second"]["median"])
     assert sweep["offline"]["value"] == best["value"]
     meets = [g for g in groups if g["figures"]["p99_ttft_ms"]["median"] <= 150_000]
-    assert sweep["online"]["value"] == (meets[-1]["value"] if meets else None)
+    assert sweep["online"]["value"] == max(meets, key=lambda g: g["figures"]["useful_tokens_per_second"]["median"])[
+        "value"]
     assert str(sweep["online"]["value"]) in sweep["online"]["text"]
     # a target no setting meets: none, with the lowest P99 TTFT named
     strict = _compare_json("--ttft-slo", "1", *LOGS)["online"]
@@ -127,15 +128,18 @@ def test_the_largest_ceiling_retracts_and_the_knee_and_choices_are_said(sweep):
     assert sweep["knee"]["value"] == knee
 
 
-def test_text_and_html_show_the_table_the_rule_and_two_plots(tmp_path: Path):
+def test_text_and_html_show_the_table_the_rules_and_three_plots(tmp_path: Path):
     out = _cmd("compare", "--ttft-slo", "150", *LOGS).stdout
     assert "max_running_requests" in out and "useful tok/s" in out and "TTFT p99" in out
-    assert "Rule: the knee is" in out and "Online choice" in out and "Offline choice" in out
+    for words in ("Rule: the throughput knee is", "Rule: the latency knee is", "Online choice", "Offline choice",
+                  "Pareto front"):
+        assert words in out, words
     page = tmp_path / "c.html"
     _cmd("compare", "--format", "html", "-o", page, "--plots", tmp_path / "png", *LOGS)
     text = page.read_text()
-    assert text.count("data:image/png;base64,") == 2 and "Offline choice" in text
-    assert sorted(p.name for p in (tmp_path / "png").iterdir()) == ["compare-latency.png", "compare-throughput.png"]
+    assert text.count("data:image/png;base64,") == 3 and "Offline choice" in text and "latency_knee" in text
+    assert sorted(p.name for p in (tmp_path / "png").iterdir()) == [
+        "compare-latency.png", "compare-pareto.png", "compare-throughput.png"]
 
 
 def _copy(log: Path, dest: Path, replace: tuple[str, str] | None = None) -> Path:
@@ -180,7 +184,8 @@ def test_repeats_are_grouped_with_median_and_range_and_overlaps_are_noise(tmp_pa
     doc = _compare_json(*eights, *fours)
     assert [g["value"] for g in doc["groups"]] == ["4", "8"]
     four, eight = doc["groups"]
-    assert sorted(four["runs"]) == [3, 4] and sorted(eight["runs"]) == [0, 1, 2]
+    # runs in swept order (the order given among repeats): the fours first
+    assert four["runs"] == [0, 1] and eight["runs"] == [2, 3, 4]
     ttft = eight["figures"]["p99_ttft_ms"]
     assert (ttft["n"], ttft["median"], ttft["min"], ttft["max"]) == (3, base, base * 0.9, base * 1.2)
     assert ttft["spread_ratio"] == pytest.approx(0.3)
@@ -242,3 +247,97 @@ def test_bad_arguments_exit_2_with_one_line(args, word):
 def test_the_method_example_is_what_the_command_prints():
     """docs/method.md shows the sweep's real output: rerun the command named by its marker and compare."""
     check_documented_example(ROOT / "docs" / "method.md", "compare-example")
+
+
+def _useful(g: dict) -> float:
+    return g["figures"]["useful_tokens_per_second"]["median"]
+
+
+def _ttft(g: dict) -> float:
+    return g["figures"]["p99_ttft_ms"]["median"]
+
+
+def test_the_online_choice_is_never_dominated():
+    """Issue 37: on the real sweep without 32, a target of 135 s is met by 8 (68.6 tok/s at 120 s) and 16
+    (63.2 tok/s at 131 s); "the largest setting that meets it" chose 16, which 8 beats on both."""
+    doc = _compare_json("--ttft-slo", "135", *LOGS[:3])
+    by_value = {g["value"]: g for g in doc["groups"]}
+    eight, sixteen = by_value["8"], by_value["16"]
+    assert _ttft(sixteen) <= 135_000 and _ttft(eight) <= 135_000  # both meet the target
+    assert _useful(eight) > _useful(sixteen) and _ttft(eight) < _ttft(sixteen)  # 16 is dominated
+    assert doc["online"]["value"] == "8" and "16" not in doc["pareto"] and "8" in doc["pareto"]
+    # for every target and sweep, the choice is on the front and has the most useful throughput that meets it
+    for logs in (LOGS, LOGS[:3], LOGS[1:]):
+        for slo in (100, 125, 135, 150, 300):
+            doc = _compare_json("--ttft-slo", str(slo), *logs)
+            meets = [g for g in doc["groups"] if _ttft(g) <= slo * 1000]
+            if not meets:
+                assert doc["online"]["value"] is None
+                continue
+            chosen = next(g for g in doc["groups"] if g["value"] == doc["online"]["value"])
+            assert _useful(chosen) == max(map(_useful, meets)) and chosen["value"] in doc["pareto"]
+            assert not any(_useful(g) >= _useful(chosen) and _ttft(g) <= _ttft(chosen) and g is not chosen
+                           and (_useful(g), _ttft(g)) != (_useful(chosen), _ttft(chosen)) for g in doc["groups"])
+
+
+def test_a_tpot_target_narrows_the_online_choice():
+    # 32 has the most useful throughput and the lowest P99 TTFT, but a P99 TPOT above 1 s
+    doc = _compare_json("--ttft-slo", "150", *LOGS)
+    assert doc["online"]["value"] == "32"
+    tpot = {g["value"]: g["figures"]["p99_tpot_ms"]["median"] for g in doc["groups"]}
+    limit = (tpot["8"] + tpot["32"]) / 2 / 1000
+    narrowed = _compare_json("--ttft-slo", "150", "--tpot-slo", f"{limit:.3f}", *LOGS)
+    ok = [g for g in narrowed["groups"] if g["figures"]["p99_tpot_ms"]["median"] <= limit * 1000]
+    assert narrowed["online"]["value"] == max(ok, key=_useful)["value"] != "32"
+    assert "P99 TPOT target" in narrowed["online"]["text"]
+
+
+def test_the_latency_knee_is_where_ttft_grows_faster_than_useful_throughput(sweep):
+    knee = None
+    for a, b in zip(sweep["groups"], sweep["groups"][1:]):
+        if _ttft(b) > _ttft(a) and _ttft(b) / _ttft(a) > _useful(b) / _useful(a):
+            knee = a["value"]
+            break
+    assert knee is not None and sweep["latency_knee"]["value"] == knee
+    assert f"Latency knee at max_running_requests={knee}" in sweep["latency_knee"]["text"]
+
+
+def test_runs_follow_the_swept_value_in_every_format_whatever_the_order_given(tmp_path: Path):
+    given = [LOGS[2], LOGS[3], LOGS[0], LOGS[1]]  # a shell glob's order: 16, 32, 4, 8
+    doc = _compare_json(*given)
+    assert [r["setting"] for r in doc["runs"]] == ["4", "8", "16", "32"]
+    assert [g["value"] for g in doc["groups"]] == ["4", "8", "16", "32"]
+    assert [g["runs"] for g in doc["groups"]] == [[0], [1], [2], [3]]
+    out = _cmd("compare", *given).stdout
+    runs = out[out.index("Runs:"):]
+    assert [runs.index(f"max_running_requests={v};") for v in (4, 8, 16, 32)] == sorted(
+        runs.index(f"max_running_requests={v};") for v in (4, 8, 16, 32))
+
+
+def test_the_text_table_fits_120_columns_and_wide_has_every_column(tmp_path: Path):
+    base = json.loads(LOGS[1].with_suffix(".jsonl").read_text().splitlines()[-1])["p99_ttft_ms"]
+    runs = [*LOGS, *_repeats(tmp_path, LOGS[1], "eight", [base * 1.2, base * 0.9])]
+    narrow = _cmd("compare", "--ttft-slo", "150", *runs).stdout
+    table = narrow[:narrow.index("\n\n", narrow.index("\n\n") + 2)]
+    assert max(len(x) for x in table.splitlines()) <= 120
+    assert "--wide" in narrow
+    wide = _cmd("compare", "--wide", "--ttft-slo", "150", *runs).stdout
+    header = wide.splitlines()[2]
+    for label in ("computed tok/s", "retractions", "queue wait", "DP imb p90", "TTFT p50", "out tok/s"):
+        assert label in header and label not in narrow.splitlines()[2], label
+    assert max(len(x) for x in wide.splitlines()[2:5]) > 120
+
+
+def test_one_run_names_its_setting_and_a_log_without_scheduler_lines_exits_3(tmp_path: Path):
+    one = _cmd("compare", LOGS[1]).stdout
+    assert "None" not in one and f"{LOGS[1]}: max_running_requests=8;" in one
+    doc = _compare_json(LOGS[1])
+    assert doc["swept"] is None and doc["setting"] == "max_running_requests" and doc["groups"][0]["value"] == "8"
+    access = ROOT / "tests" / "corpus" / "042-access-log-only-no-decode-lines.log"
+    proc = _cmd("compare", access, LOGS[1], check=False)
+    assert proc.returncode == 3, proc.stderr
+    warned = proc.stderr.strip().splitlines()
+    assert len(warned) == 1 and "no SGLang scheduler line" in warned[0] and access.name in warned[0]
+    assert "Comparison of 2 run(s)" in proc.stdout
+    report = _cmd("report", access, check=False)
+    assert report.returncode == proc.returncode

@@ -3,6 +3,8 @@
 ``throughput``: useful and computed tokens/s (groups' medians, bars from min to max over repeats);
 ``latency``: the client's P99 TTFT (left axis) and the retraction share of batches (right axis, with
 the 5% rule). The x axis is log2 when the swept values are positive numbers, else the values in order.
+``pareto``: useful tokens/s against the client's P99 TTFT, one point per setting (labelled with its
+value), the front of :func:`exporter.compare.decide.pareto` drawn as a line and the online choice ringed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ def _series(doc: dict, key: str) -> tuple[list, list, list]:
 
 
 def make_plots(doc: dict, directory: str | None = None) -> dict[str, bytes]:
-    """``{"throughput": png, "latency": png}``; empty without matplotlib or with fewer than two settings.
+    """``{"throughput": png, "latency": png, "pareto": png}`` (``pareto`` when two settings have both
+    useful tokens/s and P99 TTFT); empty without matplotlib or with fewer than two settings.
     With ``directory``, also written there as ``compare-<name>.png``.
 
     Raises:
@@ -87,12 +90,45 @@ def make_plots(doc: dict, directory: str | None = None) -> dict[str, bytes]:
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=8, loc="lower left")
     ax.set_title("P99 TTFT and retractions against " + swept)
     out["latency"] = _png(fig)
+    pareto = _pareto(doc)
+    if pareto is not None:
+        out["pareto"] = pareto
     if directory:
         os.makedirs(directory, exist_ok=True)
     for name, data in out.items() if directory else ():
         with open(os.path.join(directory, f"compare-{name}.png"), "wb") as f:
             f.write(data)
     return out
+
+
+def _pareto(doc: dict) -> bytes | None:
+    """The Pareto plot as PNG bytes; ``None`` when fewer than two settings have both figures."""
+    import matplotlib.pyplot as plt
+
+    points = [(g["figures"]["p99_ttft_ms"]["median"] / 1000, g["figures"]["useful_tokens_per_second"]["median"], g)
+              for g in doc["groups"] if g["figures"]["p99_ttft_ms"]["median"] is not None
+              and g["figures"]["useful_tokens_per_second"]["median"] is not None]
+    if len(points) < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.4), dpi=100)
+    ax.scatter([p[0] for p in points], [p[1] for p in points], color="#1f77b4", zorder=3, label="setting")
+    for x, y, g in points:
+        ax.annotate(str(g["value"]), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    front = sorted((p for p in points if p[2]["value"] in doc["pareto"]), key=lambda p: p[0])
+    ax.plot([p[0] for p in front], [p[1] for p in front], color="#2ca02c", linestyle="-", marker="o",
+            label="Pareto front")
+    chosen = [p for p in points if p[2]["value"] == doc["online"]["value"]]
+    if chosen:
+        ax.scatter([chosen[0][0]], [chosen[0][1]], s=200, facecolors="none", edgecolors="#d62728", linewidths=2,
+                   zorder=4, label=f"online choice {chosen[0][2]['value']}")
+    if doc["rules"]["ttft_slo_seconds"] is not None:
+        ax.axvline(doc["rules"]["ttft_slo_seconds"], color="#ff7f0e", linestyle=":", label="TTFT target")
+    ax.set_xlabel("P99 TTFT (s, client)")
+    ax.set_ylabel("useful tokens/s (estimated)")
+    ax.set_title("Useful throughput against P99 TTFT, one point per " + (doc["swept"] or "setting"))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _png(fig)
 
 
 def _png(fig) -> bytes:

@@ -18,11 +18,12 @@ import gzip
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..limits import DEFAULT_DECODE_LOG_INTERVAL
 from ..paths import display_path, file_problem
 from ..report import Recorder, analyse, read_logs
+from ..report.files import InputFile
 from ..sources.log.glob import has_glob, regular_matches
 
 #: The client-file suffixes that make ``X=Y`` a log and its client file rather than one path.
@@ -49,6 +50,7 @@ class Run:
             ``None`` when none says.
         client: the client's result object, or ``None``; ``client_path`` its file;
             ``client_reason`` why there is none.
+        inputs: what the report's reader says of each log file (lines read, scheduler lines).
     """
 
     spec: str
@@ -59,6 +61,7 @@ class Run:
     client: dict | None = None
     client_path: str | None = None
     client_reason: str | None = None
+    inputs: list[InputFile] = field(default_factory=list)
 
 
 def split_spec(spec: str) -> tuple[str, str | None]:
@@ -141,7 +144,8 @@ def load(spec: str, progress: bool | None = False) -> Run:
     rec = Recorder(DEFAULT_DECODE_LOG_INTERVAL, None)
     inputs = read_logs(logs, rec, progress)
     doc = analyse(rec, inputs, 10.0, None, None, {})
-    run = Run(spec=spec, logs=logs, doc=doc, server_args=dict(rec.server_args), version=_log_version(logs[0]))
+    run = Run(spec=spec, logs=logs, doc=doc, server_args=dict(rec.server_args), version=_log_version(logs[0]),
+              inputs=inputs)
     path = explicit or beside(logs[0])
     if explicit is None and not os.path.exists(path):
         run.client_reason = f"no client file (looked for {display_path(path)!r}; name one as LOG=CLIENT.jsonl)"

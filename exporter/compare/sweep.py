@@ -133,3 +133,18 @@ def within_noise(a: dict, b: dict) -> bool | None:
     if a["median"] is None or b["median"] is None or a["n"] < 2 or b["n"] < 2:
         return None
     return a["min"] <= b["max"] and b["min"] <= a["max"]
+
+
+def groups_of_table(name: str, rows: list[tuple[str, dict[str, float | None]]]) -> list[dict]:
+    """Groups (as :func:`groups`, one run each) from a published table instead of logs: ``rows`` are
+    ``(value of the setting name, {column key: figure})``; a column a row lacks is n/a with the reason
+    "not in the table". For checking the rules of :mod:`exporter.compare.decide` on others' sweeps."""
+    out = []
+    for i, (value, figs) in enumerate(sorted(rows, key=lambda r: sort_key(r[0]))):
+        g = {"value": value, "number": as_number(value), "runs": [i], "figures": {}}
+        for col in COLUMNS:
+            v = figs.get(col.key)
+            g["figures"][col.key] = {**stats([] if v is None else [v]), "kind": col.kind,
+                                     "reason": None if v is not None else f"not in the {name} table"}
+        out.append(g)
+    return out

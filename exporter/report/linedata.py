@@ -88,7 +88,8 @@ def split_server_args(line: str) -> dict[str, str]:
 
 _FINISH_NUM = {
     name: re.compile(rf"['\"]{name}['\"]:\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
-    for name in ("e2e_latency", "queue_time", "prompt_tokens", "completion_tokens", "cached_tokens")
+    for name in ("e2e_latency", "queue_time", "prompt_tokens", "completion_tokens", "cached_tokens",
+                 "request_received_ts")
 }
 KV_ALLOC = re.compile(r"KV Cache is allocated\.(?: dtype: [^,]{1,40},)? #tokens: (\S+), "
                        r"(?:K size: (\S+) GB, V size: (\S+) GB|KV size: (\S+) GB)")
@@ -142,6 +143,8 @@ class FinishRecords:
     queue_time: list[float] = field(default_factory=list)
     prompt_tokens: list[int] = field(default_factory=list)
     completion_tokens: list[int] = field(default_factory=list)
+    #: ``request_received_ts`` (seconds since the epoch; ``meta_info`` of SGLang 0.5.x) of the records that have it.
+    arrivals: list[float] = field(default_factory=list)
     #: Values that were negative, not finite or not below :data:`~exporter.limits.MAX_VALUE` (damage), ignored.
     rejected: int = 0
     _pending: list[str] = field(default_factory=list)
@@ -186,6 +189,8 @@ class FinishRecords:
             self.prompt_tokens.append(int(values["prompt_tokens"]))
         if "completion_tokens" in values:
             self.completion_tokens.append(int(values["completion_tokens"]))
+        if "request_received_ts" in values:
+            self.arrivals.append(values["request_received_ts"])
 
 
 def kv_allocation(line: str) -> tuple[int, float] | None | bool:

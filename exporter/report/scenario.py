@@ -13,6 +13,25 @@ from .domains import LABEL, VERDICT, ListOf, Record, verdict
 from .fmt import count_range, num, pct
 from .stats import coefficient_of_variation, distribution, plural
 
+
+def _arrivals_answer(rec, window: float) -> str | None:
+    """Question 5 from the request log's arrival times (``sglang-exporter traffic``'s model), or ``None``
+    when the log has fewer than two: the rate of the active periods (idle gaps left out), the peak per
+    window and the burstiness against Poisson."""
+    from ..traffic.model import arrivals_model  # here: exporter.traffic imports the report's reader
+
+    if len(rec.finish.arrivals) < 2:
+        return None
+    a = arrivals_model(rec.finish.arrivals, window)
+    act, w = a["active"], a["windows"]
+    if act["rate_per_second"] is None:
+        return None
+    return (f"About {num(act['rate_per_second'], 2, ' requests/s')} while active (request log: "
+            f"{act['requests']} requests in {num(act['seconds'], 0, ' s')} of {len(a['periods'])} period(s) cut at "
+            f"idle gaps over {num(a['idle_gap_seconds'], 1, ' s')}); peak {num(w['peak_rate_per_second'], 2, '/s')} "
+            f"per {window:g}-s window; burstiness: dispersion index {num(w['dispersion_index'], 2)}, CV of gaps "
+            f"{num(a['interarrival_cv'], 2)} (Poisson: 1). sglang-exporter traffic gives each period and writes a trace.")
+
 DOMAINS = {"verdict": VERDICT, "saturation_signals": ListOf(LABEL)}
 CHECKLIST = ListOf(Record({"question": LABEL, "answerable": LABEL, "answer": LABEL}))
 
@@ -69,6 +88,7 @@ def checklist(b: Basis, window: float, scenario: dict, retractions: dict, kv: di
     arrivals = queue["arrival_rate_per_second"]
     growth = (queue["depth_last"] - queue["depth_first"]) if queue["depth_first"] is not None else None
     cap_reqs = kv["capacity_requests"]
+    from_log = _arrivals_answer(rec, window)
     return [
         {"question": "Online interactive or offline batch?", "answerable": "no" if sc["code"] == "unknown" else "partly",
          "answer": (f"The log cannot say: {sc['text']}" if sc["code"] == "unknown" else
@@ -83,12 +103,13 @@ def checklist(b: Basis, window: float, scenario: dict, retractions: dict, kv: di
                    + "; TTFT is not in the scheduler log (use the benchmark client or --log-requests)."},
         {"question": "What is the request length distribution, and how large is its variance?",
          "answerable": "yes" if lens_in else "no",
-         "answer": (f"Input tokens p50 {num(din['p50'])}, p90 {num(din['p90'])}, max {num(din['max'])} "
-                    f"(CV {num(coefficient_of_variation(lens_in), 2)}); output p50 {num(dout['p50'])}, "
-                    f"p90 {num(dout['p90'])}, max {num(dout['max'])} "
+         "answer": (f"Input tokens mean {num(din['mean'])}, p50 {num(din['p50'])}, p90 {num(din['p90'])}, max "
+                    f"{num(din['max'])} (CV {num(coefficient_of_variation(lens_in), 2)}); output mean {num(dout['mean'])}, "
+                    f"p50 {num(dout['p50'])}, p90 {num(dout['p90'])}, max {num(dout['max'])} "
                     f"(CV {num(coefficient_of_variation(lens_out), 2)}); n={din['count']}."
                     if lens_in else
-                    "Not in the scheduler log: enable --enable-request-time-stats-logging or --log-requests."
+                    "Not in the scheduler log: enable --enable-request-time-stats-logging or --log-requests, or read "
+                    "SGLang's own length histograms with sglang-exporter traffic --metrics."
                     + (f" Proxy: KV tokens per running request p50 {num(per_line['p50'])}, p90 {num(per_line['p90'])}."
                        if per_line["count"] else ""))},
         {"question": "How many requests' KV cache fit in GPU memory?",
@@ -100,8 +121,8 @@ def checklist(b: Basis, window: float, scenario: dict, retractions: dict, kv: di
                     + f"; {_fig(kv, 'safe_ceiling_requests')} with the {method.SAFETY_FACTOR:g} safety factor; offline ceiling "
                       f"{count_range(kv['recommended_max_running_requests_offline'])}."
                     if cap_reqs is not None else kv["verdict"]["text"])},
-        {"question": "What is the arrival rate?", "answerable": "yes" if arrivals is not None else "no",
-         "answer": (f"About {num(arrivals, 2, ' new requests/s')} (admitted {queue['admitted_requests']} + queue "
+        {"question": "What is the arrival rate?", "answerable": "yes" if arrivals is not None or from_log else "no",
+         "answer": from_log or (f"About {num(arrivals, 2, ' new requests/s')} (admitted {queue['admitted_requests']} + queue "
                     f"growth {growth} - retracted {retractions['requests']}, over "
                     f"{num(b.active_seconds, 0, ' s')}); admissions {_fig(queue, 'admission_rate_per_second', 2, '/s')}."
                     if arrivals is not None else "Arrival rate: " + _fig(queue, "arrival_rate_per_second") + ".")},
