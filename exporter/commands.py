@@ -90,6 +90,22 @@ class SubcommandParser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but an unknown flag is named before a missing required argument (``sweep
+        --cliet X`` says "did you mean --client?", not "--server is required")."""
+        required = [a for a in self._actions if a.required]
+        for a in required:
+            a.required = False
+        try:
+            _, extras = self.parse_known_args(args, namespace)
+        finally:
+            for a in required:
+                a.required = True
+        unknown = [x for x in extras if x.startswith("-")]
+        if unknown:
+            self.error(f"unrecognized arguments: {unknown[0]}")
+        return super().parse_args(args, namespace)
+
     def error(self, message):
         m = _UNRECOGNIZED.match(message)
         if m and m.group(1).startswith("-"):
