@@ -2,8 +2,6 @@
 
 * the whole ``server_args=ServerArgs(...)`` dump as ``{name: repr}`` (:func:`split_server_args`),
   read only from lines that the parser already recognised as ``ServerArgs``;
-* ``Finish: obj=... out={'meta_info': {...}}`` request records (``--log-requests``; the JSON form
-  ``"event": "request.finished"`` too) for ``e2e_latency`` and request lengths (:class:`FinishRecords`);
 * ``KV Cache is allocated. [dtype: D, ]#tokens: N, K size: X GB, V size: Y GB`` (``dtype`` since
   2026; SGLang Omni prints it and never the start-up capacity line): the KV capacity in tokens and
   the pool's bytes (:func:`kv_allocation`);
@@ -19,7 +17,6 @@ from __future__ import annotations
 import calendar
 import functools
 import re
-from dataclasses import dataclass, field
 
 from ..limits import in_value_range
 
@@ -86,16 +83,10 @@ def split_server_args(line: str) -> dict[str, str]:
     return out
 
 
-_FINISH_NUM = {
-    name: re.compile(rf"['\"]{name}['\"]:\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
-    for name in ("e2e_latency", "queue_time", "prompt_tokens", "completion_tokens", "cached_tokens",
-                 "request_received_ts")
-}
 KV_ALLOC = re.compile(r"KV Cache is allocated\.(?: dtype: [^,]{1,40},)? #tokens: (\S+), "
                        r"(?:K size: (\S+) GB, V size: (\S+) GB|KV size: (\S+) GB)")
 MAMBA_NUM = re.compile(r"[ ,]mamba num: (\d{1,15}),")
 SWA_TOKENS = re.compile(r"(?:#swa token: |#token: full=\d{1,15}, swa=)(\d{1,15}),")
-_LINE_START = re.compile(r"^\s*(?:\(\w+ pid=\d+\) )?\[\d")
 _STAMP = re.compile(r"\s{0,8}(?:\(\w{1,64} pid=\d{1,10}\) ?)?\[?(\d{4}-\d\d-\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
 _TIME_OF_DAY = re.compile(r"\s{0,8}(?:\(\w{1,64} pid=\d{1,10}\) ?)?\[(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?[\] ]")
 
@@ -129,68 +120,6 @@ def line_time(line: str) -> tuple[float, bool] | None:
             return None
         return int(h) * 3600 + int(mi) * 60 + int(s) + (int(frac) / 10 ** len(frac) if frac else 0.0), True
     return None
-
-
-@dataclass
-class FinishRecords:
-    """Per-request values from ``Finish`` records (``--log-requests``), in seconds and tokens.
-
-    A record that the poster or a terminal hard-wrapped continues on following lines that do not
-    start a new log record; up to 64 of those are joined before the values are read.
-    """
-
-    e2e_latency: list[float] = field(default_factory=list)
-    queue_time: list[float] = field(default_factory=list)
-    prompt_tokens: list[int] = field(default_factory=list)
-    completion_tokens: list[int] = field(default_factory=list)
-    #: ``request_received_ts`` (seconds since the epoch; ``meta_info`` of SGLang 0.5.x) of the records that have it.
-    arrivals: list[float] = field(default_factory=list)
-    #: Values that were negative, not finite or not below :data:`~exporter.limits.MAX_VALUE` (damage), ignored.
-    rejected: int = 0
-    _pending: list[str] = field(default_factory=list)
-
-    @staticmethod
-    def starts(line: str) -> bool:
-        return "Finish: obj=" in line or '"request.finished"' in line
-
-    def feed(self, line: str) -> bool:
-        """Offer a line; True when it was consumed as part of a Finish record."""
-        if self._pending:
-            if not _LINE_START.match(line) and line.strip() and len(self._pending) < 64:
-                self._pending.append(line)
-                return True
-            self.flush()
-        if self.starts(line):
-            self._pending = [line]
-            if "e2e_latency" in line:
-                self.flush()
-            return True
-        return False
-
-    def flush(self) -> None:
-        if not self._pending:
-            return
-        text = "".join(self._pending)
-        self._pending = []
-        values = {}
-        for name, pattern in _FINISH_NUM.items():
-            m = pattern.search(text)
-            if m:
-                x = _value(m.group(1))
-                if x is None:
-                    self.rejected += 1
-                else:
-                    values[name] = x
-        if "e2e_latency" in values:
-            self.e2e_latency.append(values["e2e_latency"])
-        if "queue_time" in values:
-            self.queue_time.append(values["queue_time"])
-        if "prompt_tokens" in values:
-            self.prompt_tokens.append(int(values["prompt_tokens"]))
-        if "completion_tokens" in values:
-            self.completion_tokens.append(int(values["completion_tokens"]))
-        if "request_received_ts" in values:
-            self.arrivals.append(values["request_received_ts"])
 
 
 def kv_allocation(line: str) -> tuple[int, float] | None | bool:

@@ -191,8 +191,8 @@ def section(b: Basis) -> dict:
     qd = [r.queue_duration for r in rec.req_stats if r.queue_duration >= 0]
     f.put("queue_wait_seconds", distribution(qd, LATENCY_POINTS))
     f.set("queue_wait_negative_skipped", rec.req_stats_negative)
-    f.put("finish_queue_time_seconds", distribution(rec.finish.queue_time, LATENCY_POINTS))
-    f.put("e2e_latency_seconds", distribution(rec.finish.e2e_latency, LATENCY_POINTS))
+    f.put("finish_queue_time_seconds", distribution(rec.finish.column("queue_time"), LATENCY_POINTS))
+    f.put("e2e_latency_seconds", distribution(rec.finish.column("e2e_latency"), LATENCY_POINTS))
     if not b.has_time:
         v = verdict("unknown", f"No queue wait or rates: {b.no_time}.")
     elif no_admit:
@@ -211,7 +211,7 @@ def section(b: Basis) -> dict:
     else:
         tw = f.values["time_weighted_mean_depth"]
         v = verdict("steady", f"Mean queue wait {num(little, 3, ' s')} by Little's law (time-averaged queue "
-                    f"{num(tw, 2)} / admission rate)." + ("" if qd or rec.finish.e2e_latency else
+                    f"{num(tw, 2)} / admission rate)." + ("" if qd or rec.finish.column("e2e_latency") else
                     " Percentiles need --enable-request-time-stats-logging or --log-requests."))
     f.put("verdict", v)
     return f.done()

@@ -16,7 +16,7 @@ from collections import Counter
 
 from ..limits import DEFAULT_DECODE_LOG_INTERVAL, QUEUE_SAMPLE_MAX_GAP_SECONDS
 from .samples import START_COUNTERS, DecodeRow, PrefillRow, ReplicaSamples, RetractionRow, StartMark
-from .linedata import MAMBA_NUM, SWA_TOKENS, FinishRecords, kv_allocation, line_time, split_server_args
+from .linedata import MAMBA_NUM, SWA_TOKENS, kv_allocation, line_time, split_server_args
 from .upstream import (
     KIND_OF,
     Capacity,
@@ -25,6 +25,7 @@ from .upstream import (
     KvAllocation,
     PrefillBatch,
     ReqTimeStats,
+    RequestLog,
     RetractAbort,
     Retraction,
     SchedulerStates,
@@ -77,7 +78,7 @@ class Recorder:
         self._stats_in_start = False  # a stats line since the latest start opened
         self.req_stats: list[ReqTimeStats] = []
         self.req_stats_negative = 0
-        self.finish = FinishRecords()
+        self.finish = RequestLog()  # SGLang's request records (--log-requests): the one reader of them
         self.kv_alloc: tuple[int, float] | None = None  # latest (#tokens, K+V GiB)
         self.kv_alloc_tokens: set[int] = set()  # every #tokens printed (several AR stages differ)
         self.kv_alloc_rejected = 0  # KV Cache is allocated lines with a damaged number
@@ -172,9 +173,9 @@ class Recorder:
         Every line goes through the sidecar's :class:`~exporter.sources.log.ingest.Ingest` (parser, stage
         attribution, scheduler store, line counts), one at a time so that each applied event is recorded
         with its own line (:meth:`_observe`); the lines of ``Finish`` request records
-        (:class:`~.linedata.FinishRecords`) are also read for the request figures.
+        (:class:`~exporter.sources.log.requestlog.RequestLog`) are also read for the request figures.
         """
-        finish = self.finish.feed
+        finish = self.finish.feed_line
         feed = self.ingest.feed
         for line in lines:
             finish(line)  # a request record's line is a line the sidecar counts too (ignored)
@@ -344,5 +345,5 @@ class Recorder:
     def finish_input(self) -> None:
         """Flush a Finish record still being joined, and SGLang Omni's held start-up lines, at the end
         of the input."""
-        self.finish.flush()
+        self.finish.finish_input()
         self.finish_attribution()

@@ -20,9 +20,9 @@ def _arrivals_answer(rec, window: float) -> str | None:
     window and the burstiness against Poisson."""
     from ..traffic.model import arrivals_model  # here: exporter.traffic imports the report's reader
 
-    if len(rec.finish.arrivals) < 2:
+    if len(rec.finish.column("request_received_ts")) < 2:
         return None
-    a = arrivals_model(rec.finish.arrivals, window)
+    a = arrivals_model(rec.finish.column("request_received_ts"), window)
     act, w = a["active"], a["windows"]
     if act["rate_per_second"] is None:
         return None
@@ -79,8 +79,8 @@ def checklist(b: Basis, window: float, scenario: dict, retractions: dict, kv: di
     """The method's checklist (section 6), each question with ``answerable`` and an ``answer``."""
     rec = b.rec
     sc = scenario["verdict"]
-    lens_in = [r.input_len for r in rec.req_stats if r.input_len is not None] or rec.finish.prompt_tokens
-    lens_out = [r.output_len for r in rec.req_stats if r.output_len is not None] or rec.finish.completion_tokens
+    lens_in = [r.input_len for r in rec.req_stats if r.input_len is not None] or [int(x) for x in rec.finish.column("prompt_tokens")]
+    lens_out = [r.output_len for r in rec.req_stats if r.output_len is not None] or [int(x) for x in rec.finish.column("completion_tokens")]
     din, dout = distribution(lens_in), distribution(lens_out)
     per_line = kv["tokens_per_running_request"]
     step = queue["decode_step_seconds"]

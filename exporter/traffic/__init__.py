@@ -10,6 +10,6 @@ from __future__ import annotations
 
 from .cli import main
 from .model import build
-from .requestlog import Request, RequestLog
+from ..sources.log.requestlog import Request, RequestLog
 
 __all__ = ["Request", "RequestLog", "build", "main"]

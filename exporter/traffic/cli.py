@@ -24,7 +24,7 @@ from ..status import PROG as COMMAND
 from ..status import ExitStatus, interrupted, os_error, usage_error, write_output
 from ..sources.log.glob import has_glob, regular_matches
 from . import histogram, model, prometheus, trace
-from .requestlog import RequestLog
+from ..sources.log.requestlog import RequestLog
 from .text import text
 
 PROG = f"{COMMAND} traffic"

@@ -23,7 +23,7 @@ import math
 import statistics
 
 from ..report.stats import coefficient_of_variation, distribution
-from .requestlog import Request
+from ..sources.log.requestlog import Request
 
 #: The idle gap is this many times the median time between arrivals ...
 IDLE_GAP_FACTOR = 20.0
