@@ -35,7 +35,7 @@ from exporter_support import one_shot_run
 from prometheus_support import Prometheus, free_port, get, log_lines, stop, wait_for
 from rules_support import RULE_FILES
 
-PODMONITOR = ROOT / "deploy" / "kubernetes" / "example" / "podmonitor.yaml"
+PODMONITOR = ROOT / "deploy" / "kubernetes" / "scrape" / "podmonitor.yaml"
 DEADLINE_S = 90.0
 
 
