@@ -33,7 +33,7 @@ Vector):
   ``2 * max_line_bytes + READ_CHUNK`` (``READ_CHUNK`` times the sink's ``read_chunks`` for the bulk
   path of recorded logs).
 * **One reader per file**: a file is read by one tailer at a time even when several paths or
-  patterns name it (:class:`Registry`).
+  patterns name it (:class:`~.registry.Registry`).
 """
 
 from __future__ import annotations
@@ -48,118 +48,22 @@ from typing import Protocol
 
 from ...limits import DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
 from ...paths import directory_problem, display_path
-from .copies import find_copy, is_copy_of
+from .copies import find_copy
 from .lines import LineSplitter
-from .missed import is_rotated_name, unseen_rotated_files
+from .missed import unseen_rotated_files
+from .registry import FINGERPRINT_BYTES, Ident, Reader, Registry
 from .stats import FileStats, LogStats
 
 log = logging.getLogger(__name__)
 
 #: Bytes read per ``read`` call.
 READ_CHUNK = 1 << 20
-#: Bytes of a file's head kept with a remembered read position, to tell a reused inode number apart.
-FINGERPRINT_BYTES = 256
 #: How much of an existing log's head is searched for start-up lines when starting at its end.
 STARTUP_SCAN_BYTES = 64 << 20
 #: Bytes of that head read and searched at a time (start-up memory stays within a few MB of idle).
 SCAN_CHUNK = 256 << 10
 #: Most rotated files remembered as counted in ``missed_rotations`` (so none is counted twice).
 MISSED_REMEMBERED = 1024
-
-Ident = tuple[int, int]
-
-
-class Registry:
-    """Which file (by identity) is read by whom, shared by all tailers of one exporter.
-
-    Guarantees that one file is read by one reader at a time, and remembers where a closed reader
-    stopped so that a glob that later matches the same file under a new name continues there.
-    Since a deleted file's inode number can be reused by a new file, a remembered position is kept
-    with the file's first bytes (a fingerprint, as Vector and fluent-bit do) and only resumed when the
-    file opened under that identity still starts with them. Used by the tailer thread only.
-    """
-
-    def __init__(self, remember: int = 4096):
-        self.open: dict[Ident, object] = {}
-        self.readers: dict[Ident, _Reader] = {}
-        self.finished: OrderedDict[Ident, tuple[int, bytes]] = OrderedDict()
-        self.copies: OrderedDict[Ident, None] = OrderedDict()  # copytruncate copies: read by nobody
-        self._remember = remember
-
-    def mark_copy(self, ident: Ident) -> None:
-        """Record that ``ident`` is a copy of a file read here (its lines are never read from it)."""
-        self.copies[ident] = None
-        self.copies.move_to_end(ident)
-        while len(self.copies) > self._remember:
-            self.copies.popitem(last=False)
-
-    def copy_verdict(self, fd: int, size: int, ident: Ident, real: str) -> str:
-        """Whether the newly opened file ``fd`` (``size`` bytes, identity ``ident``, real path
-        ``real``) is a copy of a file open here: named as its rotated copy, in its directory, and
-        with its content (:func:`~.copies.is_copy_of`). ``"copy"``, ``"no"``, or ``"wait"`` while
-        it is shorter than the original's first bytes and agrees with them so far (a copy being
-        written: ``logrotate`` creates it empty)."""
-        if ident in self.copies:
-            return "copy"
-        directory, name = os.path.split(real)
-        verdict = "no"
-        for other, r in self.readers.items():
-            if other == ident or r.dir != directory or not r.head or not is_rotated_name(name, r.name):
-                continue
-            if size < len(r.head):
-                try:
-                    if os.pread(fd, size, 0) == r.head[:size]:
-                        verdict = "wait"
-                except OSError:
-                    pass
-            elif is_copy_of(fd, size, r.f.fileno(), r.head, r.tail, r.offset):
-                return "copy"
-        return verdict
-
-    def finish(self, ident: Ident, offset: int, head: bytes = b"") -> None:
-        """Record that the reader of ``ident`` closed it at byte ``offset``; ``head`` is the file's
-        first bytes (up to :data:`FINGERPRINT_BYTES`)."""
-        self.open.pop(ident, None)
-        self.readers.pop(ident, None)
-        self.finished[ident] = (offset, head)
-        self.finished.move_to_end(ident)
-        while len(self.finished) > self._remember:
-            self.finished.popitem(last=False)
-
-    def resume_offset(self, ident: Ident, fd: int, size: int) -> int | None:
-        """Where to continue a file opened under ``ident``: the remembered offset if the file still
-        starts with the remembered bytes and is at least that long, else None (a new file)."""
-        entry = self.finished.pop(ident, None)
-        if entry is None:
-            return None
-        offset, head = entry
-        if offset > size:
-            return None
-        try:
-            if head and os.pread(fd, len(head), 0) != head:
-                return None  # same inode number, other file
-        except OSError:
-            return None
-        return offset
-
-
-class _Reader:
-    """One open file descriptor with its read position and its line splitter (held partial line)."""
-
-    __slots__ = ("f", "ident", "offset", "lines", "deadline", "size", "dir", "name", "head", "tail", "pending")
-
-    def __init__(self, f, ident: Ident, offset: int, lines: LineSplitter, dir: str = "", name: str = ""):
-        self.f = f
-        self.dir = dir  # directory of the file when opened: watched while it is read (drained)
-        self.name = name  # its name there (a symlink's target): its file events concern this tailer
-        self.ident = ident
-        self.offset = offset
-        self.lines = lines
-        self.deadline: float | None = None  # set while draining after rotation or deletion
-        self.size = offset
-        self.head = b""  # the file's first bytes (up to FINGERPRINT_BYTES): a rewrite changes them
-        self.tail = b""  # the bytes just before offset (up to FINGERPRINT_BYTES): to find a copy
-        self.pending = False  # maybe a copy being written: not read until that is decided
 
 
 class LineSink(Protocol):
@@ -243,8 +147,8 @@ class Tailer:
         self.covered = covered if covered is not None else (lambda p: False)
         self.log_stats = stats if stats is not None else LogStats()
         self.stats: FileStats = self.log_stats.register_file(path)
-        self._cur: _Reader | None = None
-        self._draining: list[_Reader] = []
+        self._cur: Reader | None = None
+        self._draining: list[Reader] = []
         self._started = started  # True once the start-up position rule has been applied
         self._checked = started  # True once the path was looked at (its absence is warned about once)
         self._last_error: str | None = None
@@ -437,7 +341,7 @@ class Tailer:
         if offset:
             f.seek(offset)
         real = os.path.realpath(self.path)
-        r = _Reader(f, ident, offset, LineSplitter(self.max_line_bytes, skipping), *os.path.split(real))
+        r = Reader(f, ident, offset, LineSplitter(self.max_line_bytes, skipping), *os.path.split(real))
         r.size = fst.st_size
         r.pending = pending
         self._fingerprint(r)
@@ -493,7 +397,7 @@ class Tailer:
                 self._close(r)
         return fed
 
-    def _fingerprint(self, r: _Reader) -> None:
+    def _fingerprint(self, r: Reader) -> None:
         """Take the file's first bytes and those before the read offset, as far as it has them."""
         n = min(r.offset, FINGERPRINT_BYTES)
         try:
@@ -502,7 +406,7 @@ class Tailer:
         except OSError:
             r.head = r.tail = b""
 
-    def _rewritten(self, r: _Reader, size: int) -> bool:
+    def _rewritten(self, r: Reader, size: int) -> bool:
         """Whether the file was truncated since the last read: smaller than the read offset, or its
         first bytes are no longer those read (truncated and grown back past the offset)."""
         if size < r.offset:
@@ -514,7 +418,7 @@ class Tailer:
         except OSError:
             return False
 
-    def _truncated(self, r: _Reader) -> int:
+    def _truncated(self, r: Reader) -> int:
         """Read the lines the truncation took from its copy, then restart at 0; returns lines fed."""
         self.stats.truncations += 1
         fed = self._copy_tail(r)
@@ -528,7 +432,7 @@ class Tailer:
         r.head = r.tail = b""
         return fed
 
-    def _copy_tail(self, r: _Reader) -> int:
+    def _copy_tail(self, r: Reader) -> int:
         """Feed what copytruncate's copy holds past the read offset (written after the last read,
         before the truncation), unless another reader reads the copy as a file of its own."""
         found = find_copy(self.path, r.ident, r.head, r.tail, r.offset)
@@ -565,7 +469,7 @@ class Tailer:
                  st.st_size - r.offset, display_path(path))
         return fed
 
-    def _close(self, r: _Reader) -> None:
+    def _close(self, r: Reader) -> None:
         try:
             head = os.pread(r.f.fileno(), min(r.offset, FINGERPRINT_BYTES), 0)
         except OSError:
@@ -583,7 +487,7 @@ class Tailer:
                 behind += max(0, r.size - r.offset)
         self.stats.behind_bytes = behind
 
-    def _read(self, r: _Reader) -> int:
+    def _read(self, r: Reader) -> int:
         """Read from the offset up to the size ``fstat`` gives now (each read sized to what is there,
         at most :data:`READ_CHUNK` times the sink's ``read_chunks``, 1 unless it says); what is
         appended meanwhile is read at the next pass."""
@@ -628,7 +532,7 @@ class Tailer:
             fed += self._consume(r, chunk)
         return fed
 
-    def _consume(self, r: _Reader, chunk: bytes) -> int:
+    def _consume(self, r: Reader, chunk: bytes) -> int:
         feed_block = getattr(self.sink, "feed_block", None)
         if feed_block is None:
             return self._feed(r, r.lines.consume(chunk))
@@ -637,10 +541,10 @@ class Tailer:
         fed = self._feed(r, [])  # moves the splitter's count of dropped lines into the stats
         return fed if block is None else fed + feed_block(block, self.max_line_bytes, self.stats)
 
-    def _flush(self, r: _Reader) -> int:
+    def _flush(self, r: Reader) -> int:
         return self._feed(r, r.lines.flush())
 
-    def _feed(self, r: _Reader, lines: list[str]) -> int:
+    def _feed(self, r: Reader, lines: list[str]) -> int:
         """Hand complete lines over (returns how many); move the splitter's count of dropped lines
         into the stats."""
         if r.lines.dropped:

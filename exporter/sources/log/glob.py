@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 
 from ...limits import DEFAULT_MAX_FILES_PER_GLOB, DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
 from ...paths import display_path
-from .file import LineSink, Registry, Tailer
+from .file import LineSink, Tailer
+from .registry import Registry
 from .stats import LogStats
 
 log = logging.getLogger(__name__)
