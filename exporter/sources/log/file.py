@@ -9,8 +9,10 @@ Vector):
 * **Rotation** (the path now names another inode, rename + create): the old descriptor keeps being
   read for ``rotate_wait`` seconds, because the writer appends to it until it reopens its log; then
   its held partial line is flushed and it is closed. The new file is read from offset 0.
-* **Deletion**: like rotation without a successor; the path is reported absent and a file that
-  appears there later is read from offset 0.
+* **Deletion**: the path is reported absent, and the deleted file is still read through the open
+  descriptor (a writer that holds it open keeps appending: ``rm sglang.log`` under a running
+  server) until a file appears at the path; that one is read from offset 0, and the deleted one is
+  drained for ``rotate_wait`` seconds and closed, like a rotated file.
 * **Truncation** (size below the read offset, or the file's first bytes changed: a file truncated
   and grown back past the offset between two checks, ``copytruncate``): the lines written between
   the last read and the truncation are read from the copy (:mod:`.copies`: a rotated sibling with
@@ -127,6 +129,9 @@ class Tailer:
             first check is new: read from 0).
         covered: True for a path that a glob of this exporter follows (a rotated file it would read
             is not counted as missed).
+        follow_deleted: Read a deleted file until a file appears at the path (a plain ``--log.path``);
+            False drains it for ``rotate_wait`` only (a glob's match: a request log deleted by a
+            clean-up job gets no successor and would hold its descriptor and place for ever).
 
     Counters are kept in ``self.stats`` (:class:`~.stats.FileStats`): opens, bytes read, lines,
     rotations (and rotated files never read), truncations, oversized lines, presence and bytes
@@ -136,8 +141,9 @@ class Tailer:
     def __init__(self, path: str, sink: LineSink, stats: LogStats | None = None, from_beginning: bool = False,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = DEFAULT_ROTATE_WAIT,
                  registry: Registry | None = None, clock: Callable[[], float] = time.monotonic,
-                 started: bool = False, covered: Callable[[str], bool] | None = None):
+                 started: bool = False, covered: Callable[[str], bool] | None = None, follow_deleted: bool = True):
         self.path = path
+        self.follow_deleted = follow_deleted
         self.sink = sink
         self.from_beginning = from_beginning
         self.max_line_bytes = max_line_bytes
@@ -186,9 +192,10 @@ class Tailer:
         if st is None:
             self.stats.present = False
             self._started = True  # a file that appears later is new: read it from 0
-            if self._cur is not None:  # deleted (or unreachable): drain the old descriptor
-                log.info("%s was removed; reading its last lines for %.1fs", self.path, self.rotate_wait)
-                fed += self._retire(now)
+            if self._cur is not None:  # deleted (or unreachable): follow the old descriptor
+                log.info("%s was removed; still reading the open file %s", self.path,
+                         "until a new one appears at the path" if self.follow_deleted else f"for {self.rotate_wait:.1f}s")
+                fed += self._retire(None if self.follow_deleted else now)
         else:
             self.stats.present = True
             ident = (st.st_dev, st.st_ino)
@@ -348,6 +355,9 @@ class Tailer:
         reg.open[ident] = self
         reg.readers[ident] = r
         self._cur = r
+        for old in self._draining:  # a deleted file, followed until now: its successor is here
+            if old.deadline is None:
+                old.deadline = self.clock() + self.rotate_wait
         self._started = True
         if self.stats.opens:  # another file than before at this path: renamed, re-created, link swapped
             self.stats.rotations += 1
@@ -373,11 +383,15 @@ class Tailer:
             while len(counted) > MISSED_REMEMBERED:
                 counted.popitem(last=False)
 
-    def _retire(self, now: float) -> int:
-        """Move the current reader to the draining list (rotation, deletion), reading it first."""
+    def _retire(self, now: float | None) -> int:
+        """Move the current reader to the draining list, reading it first: closed ``rotate_wait``
+        seconds after ``now`` (a rotation: the path names the writer's next file), or with ``now``
+        None (a deletion) followed until a file appears at the path (:meth:`_open` sets its deadline
+        then). A writer keeps appending to a deleted file it holds open, as SGLang does after
+        ``rm sglang.log``; ``tail -F`` and fluent-bit follow it the same way."""
         r, self._cur = self._cur, None
         fed = self._read(r)
-        r.deadline = now + self.rotate_wait
+        r.deadline = None if now is None else now + self.rotate_wait
         self._draining.append(r)
         return fed
 
