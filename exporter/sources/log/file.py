@@ -30,6 +30,8 @@ Vector):
   block the reader.
 * **Missed rotations**: a rotated file that was written and rotated away between two checks was
   never read; it is found among the path's siblings and counted (:mod:`.missed`).
+* **Holes** (``SEEK_DATA``) are skipped, not read: a writer without ``O_APPEND`` after
+  ``copytruncate`` regrows the file as gigabytes of NUL bytes before its next line.
 * **Lines**: bytes become lines in :mod:`.lines` (partial last line held, ``\\r`` handling, NUL
   holes, oversized lines dropped and counted); memory per file stays below about
   ``2 * max_line_bytes + READ_CHUNK`` (``READ_CHUNK`` times the sink's ``read_chunks`` for the bulk
@@ -40,6 +42,7 @@ Vector):
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -527,6 +530,7 @@ class Tailer:
                 r.f.seek(r.offset)
             return 0
         while r.offset < r.size:
+            self._skip_hole(r)
             try:
                 chunk = r.f.read(min(most, r.size - r.offset))
             except OSError as exc:
@@ -545,6 +549,25 @@ class Tailer:
             log_stats.progress_at = time.monotonic()
             fed += self._consume(r, chunk)
         return fed
+
+    def _skip_hole(self, r: Reader) -> None:
+        """Move the read offset past a hole (``SEEK_DATA``): a writer without ``O_APPEND`` (``tee``
+        without ``-a``) goes on at its old offset after ``copytruncate``, and the file grows back as
+        a hole of NUL bytes up to there, gigabytes that lines would drop anyway. A file system that
+        cannot tell holes gives the offset back, and the NULs are read and dropped as before."""
+        try:
+            data = os.lseek(r.f.fileno(), r.offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # EINVAL and others: no hole information
+                return
+            data = r.size  # no data from the offset to the end: all hole
+        data = min(data, r.size)
+        if data > r.offset:
+            log.info("%s: skipped a hole of %s NUL bytes (a writer without O_APPEND after a truncation; "
+                     "use tee -a, docs/tailing.md#copytruncate)", display_path(self.path), f"{data - r.offset:,}")
+            r.tail = (r.tail + bytes(min(data - r.offset, FINGERPRINT_BYTES)))[-FINGERPRINT_BYTES:]
+            r.offset = data
+        r.f.seek(r.offset)
 
     def _consume(self, r: Reader, chunk: bytes) -> int:
         feed_block = getattr(self.sink, "feed_block", None)
