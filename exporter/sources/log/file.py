@@ -23,13 +23,14 @@ Vector):
 * **Start position**: an existing file is read from its end at start-up (a restarted exporter must
   not count a file twice; Prometheus handles the counter reset), from 0 with ``from_beginning``.
   Starting mid-line skips that fragment. Files that appear later are read from 0. The skipped head
-  is still searched, in chunks of :data:`SCAN_CHUNK`, for the server's start-up facts.
+  is still searched, in chunks of :data:`~.heads.SCAN_CHUNK`, for the server's start-up facts.
 * **Regular files only**: a path naming a directory, FIFO, socket or device is skipped with one
   warning (reading ``/dev/zero`` never ends; opening a FIFO waits for a writer), and the check is
   made again on the open descriptor (opened non-blocking), so a path swapped in between cannot
   block the reader.
-* **Missed rotations**: a rotated file that was written and rotated away between two checks was
-  never read; it is found among the path's siblings and counted (:mod:`.missed`).
+* **Missed rotations**: a rotated file that was written and rotated away between two checks is
+  found among the path's siblings (:mod:`.missed`) and read, oldest first, before the new file;
+  one already gone (deleted, or renamed again) is counted as missed.
 * **Holes** (``SEEK_DATA``) are skipped, not read: a writer without ``O_APPEND`` after
   ``copytruncate`` regrows the file as gigabytes of NUL bytes before its next line.
 * **Lines**: bytes become lines in :mod:`.lines` (partial last line held, ``\\r`` handling, NUL
@@ -48,13 +49,14 @@ import os
 import stat
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from ...limits import DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
-from ...paths import directory_problem, display_path
+from ...paths import display_path, not_regular
 from .copies import find_copy
 from .lines import LineSplitter
+from .heads import head_chunks
 from .missed import unseen_rotated_files
 from .registry import FINGERPRINT_BYTES, Ident, Reader, Registry
 from .stats import FileStats, LogStats
@@ -63,10 +65,6 @@ log = logging.getLogger(__name__)
 
 #: Bytes read per ``read`` call.
 READ_CHUNK = 1 << 20
-#: How much of an existing log's head is searched for start-up lines when starting at its end.
-STARTUP_SCAN_BYTES = 64 << 20
-#: Bytes of that head read and searched at a time (start-up memory stays within a few MB of idle).
-SCAN_CHUNK = 256 << 10
 #: Most rotated files remembered as counted in ``missed_rotations`` (so none is counted twice).
 MISSED_REMEMBERED = 1024
 
@@ -80,38 +78,6 @@ class LineSink(Protocol):
     def startup_facts(self, chunks: Iterable[bytes]) -> int:
         """Take the head of a file whose reading starts at its end, as consecutive chunks (start-up
         lines, not counted)."""
-
-
-def not_regular(mode: int, path: str) -> str:
-    """What a path that is not a regular file is, for the one warning that it is skipped."""
-    if stat.S_ISDIR(mode):
-        return directory_problem(path)
-    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
-            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "not a regular file")
-    return f"is {kind}, not a regular file"
-
-
-def head_chunks(fd: int, size: int, limit: int = STARTUP_SCAN_BYTES, chunk: int = SCAN_CHUNK,
-                stats: LogStats | None = None) -> Iterator[bytes]:
-    """The first ``min(size, limit)`` bytes of an open file, ``chunk`` bytes at a time (``pread``:
-    the descriptor's offset does not move). Stops early at an error or end of file. Each chunk read
-    is recorded as progress in ``stats.progress_at`` when given: the search of 64 MiB heads on a
-    slow disk is reading, and must not fail ``/healthz`` (a liveness probe would restart the
-    exporter into the same search)."""
-    end = min(size, limit)
-    pos = 0
-    while pos < end:
-        try:
-            data = os.pread(fd, min(chunk, end - pos), pos)
-        except OSError:
-            return
-        if not data:
-            return
-        pos += len(data)
-        if stats is not None:
-            stats.progress_at = time.monotonic()
-        yield data
 
 
 class Tailer:
@@ -368,12 +334,21 @@ class Tailer:
         self.stats.opens += 1
 
     def _count_missed(self) -> None:
-        """Count the rotated files written since the previous check that nobody read (:mod:`.missed`)."""
+        """Read the rotated files written since the previous check that nobody read (:mod:`.missed`),
+        oldest first, before the new file: each is opened and drained for ``rotate_wait`` like a
+        rotated file. One that cannot be opened any more (renamed away again, deleted) is counted
+        as missed."""
         if not self._seen_ns:
             return
         counted = self._counted
         known = {*self.registry.open, *self.registry.finished, *counted}  # read, being read, or counted
-        for name, ident in unseen_rotated_files(self.path, self._seen_ns, known, self.covered):
+        unseen = unseen_rotated_files(self.path, self._seen_ns, known, self.covered)
+        for name, ident in unseen:  # oldest first
+            counted[ident] = None
+            while len(counted) > MISSED_REMEMBERED:
+                counted.popitem(last=False)
+            if self._open_missed(name, ident):
+                continue
             if not self.stats.missed_rotations:
                 log.warning("%s was rotated more than once between two checks: %s was never read and its "
                             "lines are lost; check more often (--log.poll-interval, or --log.watch-mode "
@@ -382,9 +357,33 @@ class Tailer:
             else:
                 log.debug("rotated file %s of %s was never read", name, self.path)
             self.stats.missed_rotations += 1
-            counted[ident] = None
-            while len(counted) > MISSED_REMEMBERED:
-                counted.popitem(last=False)
+
+    def _open_missed(self, name: str, ident: Ident) -> bool:
+        """Open a rotated file that was written and rotated away between two checks, to be read
+        from offset 0 and drained like a rotated file; False when it is no longer that file."""
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            fst = os.fstat(fd)
+        except OSError:
+            fst = None
+        if fst is None or (fst.st_dev, fst.st_ino) != ident or not stat.S_ISREG(fst.st_mode) \
+                or ident in self.registry.open:
+            os.close(fd)
+            return False
+        r = Reader(open(fd, "rb", buffering=0), ident, 0, LineSplitter(self.max_line_bytes),
+                   *os.path.split(name))
+        r.size = fst.st_size
+        r.deadline = self.clock() + self.rotate_wait
+        self._fingerprint(r)
+        self.registry.open[ident] = self
+        self.registry.readers[ident] = r
+        self._draining.append(r)
+        log.info("%s was rotated more than once between two checks: reading %s, which was never read",
+                 display_path(self.path), display_path(name))
+        return True
 
     def _retire(self, now: float | None) -> int:
         """Move the current reader to the draining list, reading it first: closed ``rotate_wait``
