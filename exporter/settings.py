@@ -167,6 +167,24 @@ class WebSettings(BaseModel):
         "for IPv6.")
     telemetry_path: str = Field("/metrics", json_schema_extra={"metavar": "URL_PATH"},
                                 description="Path under which metrics are served.")
+    config_file: str | None = Field(
+        None, json_schema_extra={"metavar": "PATH"},
+        description="YAML file in the exporter-toolkit's web configuration format (node_exporter's "
+        "--web.config.file): tls_server_config (cert_file, key_file, client_ca_file, client_auth_type, "
+        "min_version), basic_auth_users (bcrypt hashes), http_server_config.headers. Certificates are "
+        "re-read when their files change; /healthz needs no password. Default: plain HTTP, no authentication.")
+
+    @field_validator("config_file")
+    @classmethod
+    def _check_config_file(cls, value: str | None) -> str | None:
+        if value is not None:
+            from .webconfig import WebConfigError, load_web_config
+
+            try:
+                load_web_config(value)
+            except WebConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("listen_address")
     @classmethod

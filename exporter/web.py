@@ -241,13 +241,14 @@ class WebServer:
         port: Port; 0 picks a free one (see :attr:`port` after :meth:`start`).
         app: The WSGI application (:func:`make_app`).
         limits: The server's limits (:class:`Limits`).
+        tls: Serve over TLS with these files (:class:`~exporter.webconfig.TlsFiles`); None: plain HTTP.
 
     Raises:
         OSError: from :meth:`start` when the address cannot be bound (in use, not permitted).
     """
 
-    def __init__(self, host: str, port: int, app, limits: Limits = Limits()):
-        self.host, self.requested_port, self.app, self.limits = host, port, app, limits
+    def __init__(self, host: str, port: int, app, limits: Limits = Limits(), tls=None):
+        self.host, self.requested_port, self.app, self.limits, self.tls = host, port, app, limits, tls
         self.connection_limit = limits.max_connections
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -291,7 +292,7 @@ class WebServer:
         except BaseException:
             sock.close()
             raise
-        server.configure(lim)
+        server.configure(lim, self.tls)
         self._server = server
         self._thread = threading.Thread(target=server.run, name="http", daemon=True)
         self._thread.start()
