@@ -5,7 +5,9 @@ the response is sent from the render's own pieces in chunks (no body, compressed
 copy per scrape), and ``name[]`` reads only the families it can keep. Here (136,000 series, log
 only): before, VmHWM 141 MiB after one scrape and 198 MiB after three concurrent rounds; now 114 and
 148 MiB (34 of them the library's sample objects of the one large histogram that a ``name[]`` filter
-asks for). The real command, its peak resident memory from /proc."""
+asks for); at all caps with the stream (262k series, measured apart: too slow for a test here),
+177.5 -> 283.7 MiB before, over the manifests' 256Mi, and 125.8 -> 191.1 MiB now. The real command,
+its peak resident memory from /proc."""
 
 from __future__ import annotations
 
