@@ -162,7 +162,9 @@ class TlsFiles:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = TLS_VERSIONS[self.min_version]
         ctx.load_cert_chain(self.cert_file, self.key_file)
-        ctx.verify_mode = CLIENT_AUTH[self.client_auth_type]
+        # Python's ssl checks every certificate it asks for against the CAs: without client CAs,
+        # RequestClientCert asks for none (the exporter-toolkit would ask and not check).
+        ctx.verify_mode = CLIENT_AUTH[self.client_auth_type] if self.client_ca_file else ssl.CERT_NONE
         if self.client_ca_file:
             ctx.load_verify_locations(cafile=self.client_ca_file)
         return ctx
