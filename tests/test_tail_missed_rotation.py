@@ -13,6 +13,8 @@ import logging
 import os
 import time
 
+from conftest import value
+from exporter_support import Exporter
 from tail_support import DEADLINE, Harness, append, decode_block
 
 
@@ -126,3 +128,27 @@ def test_a_glob_over_the_rotated_names_reads_what_the_path_missed(tmp_path):
         h.follower.wake()
         h.wait_decode(15, "every line: the glob reads the file the path missed")
         assert _missed(h, log) == 0
+
+
+def test_the_command_reads_a_file_rotated_away_between_two_scrapes(tmp_path):
+    """The real command in poll mode with a poll interval longer than the test: each scrape makes the
+    only check of the path, so two RotatingFileHandler rotations fall between two checks. Before: the
+    middle file's 7 lines were lost (and counted as 1 missed rotation); now they are read, in order."""
+    log = tmp_path / "sglang.log"
+    log.write_bytes(b"")
+    exp = Exporter("--log.path", str(log), "--log.watch-mode", "poll", "--log.poll-interval", "60",
+                   "--log.rotate-wait", "0.1", "--gpu.enabled", "false")
+    decode = lambda m: value(m, "sglang_exporter_log_lines_total", kind="decode", result="parsed") or 0  # noqa: E731
+    try:
+        append(log, decode_block(5))
+        exp.wait_for(lambda m: decode(m) >= 5, "the first file's lines")
+        _past(time.time_ns(), tmp_path / "probe")
+        _rotate(log)
+        append(log, decode_block(7, start=5))  # rotated away before the next scrape looks
+        _rotate(log)
+        append(log, decode_block(3, start=12))
+        m = exp.wait_for(lambda m: decode(m) >= 15, "every line, the middle file's included")
+        assert decode(m) == 15
+        assert value(m, "sglang_exporter_log_missed_rotations_total", path=str(log)) == 0
+    finally:
+        assert exp.terminate() == 0
