@@ -253,7 +253,13 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
             return gpu_poller.health()  # 503 after repeated NVML "Unknown" errors (lost device access)
         return ok, reason
 
-    server = WebServer(host, port, make_app(registry, settings.web.telemetry_path, health))
+    app, tls = make_app(registry, settings.web.telemetry_path, health), None
+    if settings.web.config_file:  # checked with the settings: TLS, basic auth, headers
+        from .webconfig import load_web_config
+
+        web_config = load_web_config(settings.web.config_file)
+        app, tls = web_config.wrap(app), web_config.tls
+    server = WebServer(host, port, app, tls=tls)
     # The follower's first pass fixes the start position (the end of existing files) before anything
     # is served, so "start at the end" means the end at launch.
     log_source.start()
@@ -284,8 +290,8 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
     if replayer is not None:
         replayer.start()
     shown = host if host else "0.0.0.0"
-    log.info("serving metrics on http://%s:%d%s, following %s", shown if ":" not in shown else f"[{shown}]",
-             server.port, settings.web.telemetry_path, path)
+    log.info("serving metrics on %s://%s:%d%s, following %s", "https" if tls else "http",
+             shown if ":" not in shown else f"[{shown}]", server.port, settings.web.telemetry_path, path)
     if fpm is not None:
         log.info("subscribed to SGLang's forward-pass metrics at %s", ", ".join(settings.fpm.endpoint_list))
     if omni_poller is not None:

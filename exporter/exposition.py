@@ -19,10 +19,11 @@ needs:
   out, derived once and kept across renders, filled with ``floatToGoString`` of the values
   (:class:`~exporter.metrics.text.TextCache`, one format's at a time), so the bytes are the library's
   (``tests/test_text.py``). ``name[]`` uses the library's encoder over the samples.
-* **What a render holds is bounded by one body.** A family's text is kept as the pieces its body was
-  joined from (no second copy of the body), the previous render's pieces are let go family by
-  family as the render goes, and the body itself is kept only while other scrapes wait for it
-  (docs/performance.md, memory).
+* **What a render holds is bounded by one body.** A family's text is kept as pieces, the previous
+  render's pieces are let go family by family as the render goes, and the body is never joined for
+  HTTP: :meth:`Renderer.render_parts` hands out the pieces themselves, which the response sends in
+  chunks (:func:`exporter.web.make_app`), so concurrent scrapes share the texts instead of each
+  holding a body, a compressed body and waitress's copy of it (docs/performance.md, memory).
 * **Renders are bounded.** One render runs at a time; a scrape that arrives while another renders
   waits, then takes the body of the next render if that one started after it arrived (so it is
   never older than the scrape), and renders itself otherwise. A storm of concurrent scrapes costs a
@@ -78,7 +79,16 @@ class Renderer:
 
     def render(self, accept: str | None = None, names: list[str] | None = None,
                arrived: float | None = None) -> tuple[bytes, str]:
-        """The body and its content type for one scrape.
+        """The body and its content type for one scrape: :meth:`render_parts` joined."""
+        parts, content_type = self.render_parts(accept, names, arrived)
+        return b"".join(parts), content_type
+
+    def render_parts(self, accept: str | None = None, names: list[str] | None = None,
+                     arrived: float | None = None) -> tuple[list[bytes], str]:
+        """The body as the pieces that join to it, and its content type, for one scrape.
+
+        The pieces are the families' texts kept for the next render (no copy of the body is made):
+        a response sent from them piece by piece holds no body of its own (:func:`exporter.web.make_app`).
 
         Args:
             accept: The request's ``Accept`` header (OpenMetrics or the text format).
@@ -86,7 +96,7 @@ class Renderer:
             arrived: When the scrape arrived (``clock``); a render that started since then serves it.
 
         Returns:
-            ``(body, content_type)``.
+            ``(pieces, content_type)``.
         """
         if arrived is None:
             arrived = self.clock()
@@ -94,17 +104,17 @@ class Renderer:
         with self._count():
             with self._lock:
                 if names:
-                    return encoder(self.registry.restricted_registry(names)), content_type
+                    return [encoder(_Restricted(self.registry, names))], content_type
                 latest = self._latest.get(content_type)
                 if latest is not None and latest[0] >= arrived:
                     return latest[1], content_type
                 started = self.clock()
-                body = self._encode(encoder, content_type)
-                # Kept only for scrapes already waiting: held longer, it would double the memory
-                # the families' texts take (docs/performance.md, memory).
-                self._latest = {content_type: (started, body)} if self._waiting > 1 else {}
+                parts = self._encode(encoder, content_type)
+                # Kept only for scrapes already waiting (the pieces are the texts kept anyway, but a
+                # later render replaces some of them, and then both would be held).
+                self._latest = {content_type: (started, parts)} if self._waiting > 1 else {}
                 self.renders += 1
-                return body, content_type
+                return parts, content_type
 
     @contextmanager
     def _count(self) -> Iterator[None]:
@@ -117,9 +127,10 @@ class Renderer:
             with self._count_lock:
                 self._waiting -= 1
 
-    def _encode(self, encoder: Callable[[Collector], bytes], content_type: str) -> bytes:
-        """The registry's families encoded one by one, reusing the text of families seen before: the
-        same object, or a family equal to the one the text was encoded from (:func:`_same`)."""
+    def _encode(self, encoder: Callable[[Collector], bytes], content_type: str) -> list[bytes]:
+        """The registry's families encoded one by one, as the pieces of the body, reusing the text of
+        families seen before: the same object, or a family equal to the one the text was encoded
+        from (:func:`_same`)."""
         texts = {}
         parts: list[bytes] = []
         previous, self._texts = self._texts, {}  # popped as the render goes: old texts freed early
@@ -149,7 +160,26 @@ class Renderer:
         self._texts = texts
         if content_type.startswith("application/openmetrics-text"):
             parts.append(_EOF)
-        return b"".join(parts)
+        return parts
+
+
+class _Restricted:
+    """The ``name[]`` filter, as prometheus_client's ``restricted_registry`` applies it (samples whose
+    name is asked for), without reading the samples of a family that cannot have one: the library's
+    filter reads every family's samples, which builds the library's sample objects of every
+    :class:`~exporter.metrics.text.RawFamily` (42 MiB at 136,000 series) to keep a few."""
+
+    __slots__ = ("registry", "names")
+
+    def __init__(self, registry: Collector, names: list[str]):
+        self.registry, self.names = registry, set(names)
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            if any(n.startswith(family.name) for n in self.names):  # its sample names all start so
+                restricted = family._restricted_metric(self.names)
+                if restricted:
+                    yield restricted
 
 
 def _value_bits(family: Metric) -> bytes:

@@ -58,3 +58,13 @@ def file_problem(path: str) -> str | None:
         return f"cannot be read ({exc.strerror or exc})"
     os.close(fd)
     return None
+
+
+def not_regular(mode: int, path: str) -> str:
+    """What a path that is not a regular file is, for the one warning that it is skipped."""
+    if stat.S_ISDIR(mode):
+        return directory_problem(path)
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "not a regular file")
+    return f"is {kind}, not a regular file"

@@ -73,6 +73,16 @@ DEFAULT_PORT = 18400
 
 
 
+def shorten(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, saying how long the whole was, for one-line
+    error messages (an environment variable can hold 100 KB)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters as text"
+    return f"{text[:limit]}... ({size})"
+
+
 def split_commas(value: str | None) -> list[str]:
     """The items of a comma-separated setting, stripped (empty for None or "")."""
     return [p.strip() for p in value.split(",")] if value else []
@@ -160,6 +170,24 @@ class WebSettings(BaseModel):
         "for IPv6.")
     telemetry_path: str = Field("/metrics", json_schema_extra={"metavar": "URL_PATH"},
                                 description="Path under which metrics are served.")
+    config_file: str | None = Field(
+        None, json_schema_extra={"metavar": "PATH"},
+        description="YAML file in the exporter-toolkit's web configuration format (node_exporter's "
+        "--web.config.file): tls_server_config (cert_file, key_file, client_ca_file, client_auth_type, "
+        "min_version), basic_auth_users (bcrypt hashes), http_server_config.headers. Certificates are "
+        "re-read when their files change; /healthz needs no password. Default: plain HTTP, no authentication.")
+
+    @field_validator("config_file")
+    @classmethod
+    def _check_config_file(cls, value: str | None) -> str | None:
+        if value is not None:
+            from .webconfig import WebConfigError, load_web_config
+
+            try:
+                load_web_config(value)
+            except WebConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("listen_address")
     @classmethod
@@ -172,6 +200,8 @@ class WebSettings(BaseModel):
     def _check_path(cls, value: str) -> str:
         if not value.startswith("/") or value in ("/", "/healthz") or any(c.isspace() for c in value):
             raise ValueError("must be a path starting with '/', other than '/' and '/healthz'")
+        if "?" in value or "#" in value:  # a request's path never holds them: nothing would be served
+            raise ValueError(f"must be a path without a query ('?') or fragment ('#'), got {shorten(value)}")
         return value
 
 
@@ -480,6 +510,10 @@ def _file_keys() -> dict[str | None, list[str]]:
     return keys
 
 
+#: Most unknown ``SGLANG_EXPORTER*`` variables warned about one by one; more get one line in all.
+UNKNOWN_ENVIRONMENT_SHOWN = 5
+
+
 def unknown_environment(environ: dict[str, str] | os._Environ) -> list[str]:
     """Warnings for environment variables that look like settings but are none (they are ignored).
 
@@ -489,18 +523,23 @@ def unknown_environment(environ: dict[str, str] | os._Environ) -> list[str]:
     (``SGLANG_EXPORTER_LOG_PATH``), a misspelt group or name.
 
     Returns:
-        One message per such variable, sorted by name.
+        One message per such variable, sorted by name; past :data:`UNKNOWN_ENVIRONMENT_SHOWN` of them,
+        a single message giving their number and the first few names.
     """
     known = [s.env for s in SETTINGS] + [ENV_PREFIX + g.upper() for g in _file_keys() if g is not None]
+    unknown = [name for name in sorted(environ)
+               if name.upper().startswith(ENV_PREFIX.rstrip("_")) and name.upper() not in known]
+    listing = f"the variables are {ENV_PREFIX}<GROUP>__<NAME>, listed by {PROG} --help"
+    if len(unknown) > UNKNOWN_ENVIRONMENT_SHOWN:  # thousands of names: one line, not a megabyte of warnings
+        shown = ", ".join(shorten(name, 60).strip("'") for name in unknown[:UNKNOWN_ENVIRONMENT_SHOWN])
+        return [f"{len(unknown)} environment variables are not settings and are ignored: {shown} and "
+                f"{len(unknown) - UNKNOWN_ENVIRONMENT_SHOWN} more; {listing}"]
     warnings = []
-    for name in sorted(environ):
-        upper = name.upper()
-        if not upper.startswith(ENV_PREFIX.rstrip("_")) or upper in known:
-            continue
-        guess = closest(upper.removeprefix(ENV_PREFIX), [k.removeprefix(ENV_PREFIX) for k in known])
-        hint = (f"did you mean {ENV_PREFIX}{guess}?" if guess else
-                f"the variables are {ENV_PREFIX}<GROUP>__<NAME>, listed by {PROG} --help")
-        warnings.append(f"environment variable {name} is not a setting and is ignored; {hint}")
+    for name in unknown:
+        guess = closest(name.upper().removeprefix(ENV_PREFIX), [k.removeprefix(ENV_PREFIX) for k in known])
+        hint = f"did you mean {ENV_PREFIX}{guess}?" if guess else listing
+        warnings.append(f"environment variable {shorten(name, 100).strip(chr(39))} is not a setting and is "
+                        f"ignored; {hint}")
     return warnings
 
 
@@ -543,7 +582,7 @@ def load_settings(argv: list[str] | None = None) -> Settings:
             msg = err.get("msg", "invalid value").removeprefix("Value error, ")
             if err.get("type") == "bool_parsing":
                 msg = "must be true or false (or yes/no, on/off, 1/0)"
-            got = "" if "got" in msg else f" (got {err.get('input')!r})"
+            got = "" if "got" in msg else f" (got {shorten(err.get('input'))})"
             problems.append(f"setting {_names(tuple(err.get('loc', ())))}: {msg}{got}")
         raise SettingsError("; ".join(problems)) from None
     except _PydanticSettingsError as exc:

@@ -13,13 +13,13 @@ budget for unsent responses and a thread of its own for ``/healthz``.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import html
 import logging
 import resource
 import socket
 import threading
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
 
 from urllib.parse import parse_qs
 
@@ -106,6 +106,43 @@ def gzip_wanted(accept_encoding: str) -> bool:
     return star is not None and star > 0
 
 
+#: Bytes handed to waitress at a time when a body is sent from its pieces: each response holds at
+#: most this plus waitress's ``outbuf_high_watermark`` (:class:`Limits`) of its own, whatever its size.
+RESPONSE_CHUNK = 256 << 10
+
+
+def chunks(parts: list[bytes], size: int = RESPONSE_CHUNK) -> Iterator[bytes]:
+    """The pieces of a body as chunks of about ``size`` bytes (small pieces joined, large ones as
+    they are), so that a response never makes a copy of the whole body."""
+    batch: list[bytes] = []
+    held = 0
+    for part in parts:
+        if len(part) >= size:
+            if batch:
+                yield b"".join(batch)
+                batch, held = [], 0
+            yield part
+            continue
+        batch.append(part)
+        held += len(part)
+        if held >= size:
+            yield b"".join(batch)
+            batch, held = [], 0
+    if batch:
+        yield b"".join(batch)
+
+
+def gzip_chunks(parts: list[bytes], size: int = RESPONSE_CHUNK) -> Iterator[bytes]:
+    """The pieces of a body gzip-compressed as a stream (one gzip member, RFC 1952), in chunks of
+    about ``size`` bytes of input: no compressed copy of the whole body is held."""
+    z = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: gzip header and trailer
+    for chunk in chunks(parts, size):
+        out = z.compress(chunk)
+        if out:
+            yield out
+    yield z.flush()
+
+
 def make_app(registry: CollectorRegistry, telemetry_path: str = "/metrics",
              health: Callable[[], tuple[bool, str]] | None = None):
     """Build the WSGI application.
@@ -125,13 +162,15 @@ def make_app(registry: CollectorRegistry, telemetry_path: str = "/metrics",
     def metrics_app(environ, start_response):
         arrived = renderer.clock()
         names = parse_qs(environ.get("QUERY_STRING", "")).get("name[]")
-        body, content_type = renderer.render(environ.get("HTTP_ACCEPT"), names, arrived)
+        parts, content_type = renderer.render_parts(environ.get("HTTP_ACCEPT"), names, arrived)
         headers = [("Content-Type", content_type)]
         if gzip_wanted(environ.get("HTTP_ACCEPT_ENCODING", "")):  # outside the render lock
-            body = gzip.compress(body)
             headers.append(("Content-Encoding", "gzip"))
+            start_response("200 OK", headers)
+            return gzip_chunks(parts)
+        headers.append(("Content-Length", str(sum(map(len, parts)))))
         start_response("200 OK", headers)
-        return [body]
+        return chunks(parts)
 
     landing = (
         "<html><head><title>sglang-exporter</title></head><body><h1>sglang-exporter "
@@ -202,13 +241,14 @@ class WebServer:
         port: Port; 0 picks a free one (see :attr:`port` after :meth:`start`).
         app: The WSGI application (:func:`make_app`).
         limits: The server's limits (:class:`Limits`).
+        tls: Serve over TLS with these files (:class:`~exporter.webconfig.TlsFiles`); None: plain HTTP.
 
     Raises:
         OSError: from :meth:`start` when the address cannot be bound (in use, not permitted).
     """
 
-    def __init__(self, host: str, port: int, app, limits: Limits = Limits()):
-        self.host, self.requested_port, self.app, self.limits = host, port, app, limits
+    def __init__(self, host: str, port: int, app, limits: Limits = Limits(), tls=None):
+        self.host, self.requested_port, self.app, self.limits, self.tls = host, port, app, limits, tls
         self.connection_limit = limits.max_connections
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -252,7 +292,7 @@ class WebServer:
         except BaseException:
             sock.close()
             raise
-        server.configure(lim)
+        server.configure(lim, self.tls)
         self._server = server
         self._thread = threading.Thread(target=server.run, name="http", daemon=True)
         self._thread.start()

@@ -19,11 +19,15 @@ The classes here add, each with the :class:`~exporter.web.Limits` field that set
 * **No sent bytes kept**: a connection's drained output buffer is replaced by an empty one.
 * **A thread of its own for /healthz**, so that liveness and readiness probes are answered whatever
   the other clients make the worker threads wait for.
+* **TLS** (``--web.config.file``, :mod:`~exporter.webconfig`): each accepted connection is wrapped
+  with Python's :mod:`ssl` (the context of the moment: certificates re-read when their files
+  change), its handshake driven by the event loop; a failed handshake closes the connection.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 
 from waitress.buffers import OverflowableBuffer
@@ -54,6 +58,44 @@ class Channel(HTTPChannel):
         self.receiving_since: float | None = self.creation_time
         self.output_since: float | None = None
         self.discarding = False
+        self.tls = isinstance(sock, ssl.SSLSocket)
+        self.handshaken = False
+
+    def handle_read(self):
+        """waitress's read, or over TLS: the handshake first, then records as they are whole (a
+        partial record is no disconnection: waitress takes an empty read for one)."""
+        if not self.tls:
+            return super().handle_read()
+        try:
+            if not self.handshaken:
+                self.socket.do_handshake()
+                self.handshaken = True
+            data = self.socket.recv(self.adj.recv_bytes)
+            while data and self.socket.pending():
+                data += self.socket.recv(self.socket.pending())
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return
+        except OSError as exc:  # no or a bad client certificate, plain HTTP on the TLS port, a reset
+            log.debug("TLS connection from %s closed: %s", self.addr, exc)
+            self.handle_close()
+            return
+        if data:
+            self.last_activity = time.time()
+            self.received(data)
+        else:
+            self.handle_close()
+
+    def send(self, data, do_close=True):
+        if not self.tls:
+            return super().send(data, do_close)
+        try:
+            return self.socket.send(data)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return 0
+        except OSError:
+            if do_close:
+                self.handle_close()
+            return 0
 
     def received(self, data):
         if self.discarding:
@@ -121,9 +163,26 @@ class Server(TcpWSGIServer):
     max_pipelined = 4
     max_unsent_bytes = 64 << 20
     health_dispatcher: ThreadedTaskDispatcher | None = None
+    tls = None  # exporter.webconfig.TlsFiles: connections are wrapped in its context
 
-    def configure(self, limits) -> None:
-        """Take the bounds from a :class:`~exporter.web.Limits` and start the health thread."""
+    def accept(self):
+        """A new connection, wrapped in TLS when configured (the handshake is done by reads)."""
+        accepted = super().accept()
+        if accepted is None or self.tls is None:
+            return accepted
+        conn, addr = accepted
+        try:
+            conn = self.tls.context().wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        except (OSError, ValueError) as exc:
+            log.debug("cannot start TLS with %s: %s", addr, exc)
+            conn.close()
+            return None
+        return conn, addr
+
+    def configure(self, limits, tls=None) -> None:
+        """Take the bounds from a :class:`~exporter.web.Limits` and start the health thread; ``tls``
+        (:class:`~exporter.webconfig.TlsFiles`) serves every connection over TLS."""
+        self.tls = tls
         self.request_timeout = limits.request_timeout
         self.send_timeout = limits.send_timeout
         self.max_pipelined = max(2, limits.max_pipelined)

@@ -475,3 +475,29 @@ def test_report_takes_the_sidecars_names_of_the_settings_both_have(tmp_path):
     report_help = run("report", "--help").stdout
     for flag in ("--sglang.decode-log-interval", "--sglang.stage-decode-log-intervals", "--sglang.chunked-prefill-size"):
         assert flag in names and flag in report_help
+
+
+# --- issue 35, items 5 and 6: a telemetry path that cannot be served; huge values and many variables ----
+
+@pytest.mark.parametrize("path", ["/metrics?x", "/metrics#top", "/m?"])
+def test_a_telemetry_path_with_a_query_or_fragment_is_refused_at_start_up(path):
+    # Before: accepted, then both /metrics?x and /metrics answered 404 for the life of the process.
+    line = one_error_line(run("--log.path", LOG, "--web.telemetry-path", path))
+    assert "--web.telemetry-path" in line and "without a query ('?') or fragment ('#')" in line
+
+
+def test_a_huge_invalid_environment_value_is_cut_in_its_one_line_error():
+    huge = "x" * 100_000  # before: the whole 100 KB came back in the error
+    line = one_error_line(run("--one-shot", "--log.path", LOG, env={"SGLANG_EXPORTER_LOG__POLL_INTERVAL": huge}))
+    assert "SGLANG_EXPORTER_LOG__POLL_INTERVAL" in line and "(100000 characters)" in line
+    assert len(line) < 400, len(line)
+
+
+def test_thousands_of_unknown_variables_give_one_warning_line():
+    many = {f"SGLANG_EXPORTER_X{i}": "1" for i in range(5000)}  # before: 5,000 lines, 1 MB of stderr
+    r = run("--one-shot", "--log.path", LOG, env=many)
+    assert r.returncode == 0
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 500, (len(lines), r.stderr[:300])
+    assert "5000 environment variables are not settings and are ignored" in lines[0]
+    assert "and 4995 more" in lines[0]

@@ -10,7 +10,7 @@ from exporter_support import Exporter
 
 from exporter.scheduler.state import SchedulerStates
 from exporter.scheduler.store import SchedulerStore
-from exporter.sources.log.file import STARTUP_SCAN_BYTES
+from exporter.sources.log.startfacts import STARTUP_SCAN_BYTES
 from exporter.sources.log.ingest import STARTUP_LINE_MAX, Ingest
 
 #: The real capacity line of corpus 009 (SGLang 2026) and a server_args line in SGLang's layout.

@@ -11,7 +11,7 @@ and then truncates the original in place. Two faults follow unless the copy is r
   being read is read by nobody (:func:`is_copy_of`), its tail being the original reader's.
 
 A copy is recognised by content, as Vector and fluent-bit recognise a file: the same first bytes
-(``head``, up to :data:`~.file.FINGERPRINT_BYTES`) and the same bytes just before the original's
+(``head``, up to :data:`~.registry.FINGERPRINT_BYTES`) and the same bytes just before the original's
 read offset (``tail``), wherever the copy reaches that far.
 """
 

@@ -9,8 +9,10 @@ Vector):
 * **Rotation** (the path now names another inode, rename + create): the old descriptor keeps being
   read for ``rotate_wait`` seconds, because the writer appends to it until it reopens its log; then
   its held partial line is flushed and it is closed. The new file is read from offset 0.
-* **Deletion**: like rotation without a successor; the path is reported absent and a file that
-  appears there later is read from offset 0.
+* **Deletion**: the path is reported absent, and the deleted file is still read through the open
+  descriptor (a writer that holds it open keeps appending: ``rm sglang.log`` under a running
+  server) until a file appears at the path; that one is read from offset 0, and the deleted one is
+  drained for ``rotate_wait`` seconds and closed, like a rotated file.
 * **Truncation** (size below the read offset, or the file's first bytes changed: a file truncated
   and grown back past the offset between two checks, ``copytruncate``): the lines written between
   the last read and the truncation are read from the copy (:mod:`.copies`: a rotated sibling with
@@ -27,18 +29,22 @@ Vector):
   warning (reading ``/dev/zero`` never ends; opening a FIFO waits for a writer), and the check is
   made again on the open descriptor (opened non-blocking), so a path swapped in between cannot
   block the reader.
-* **Missed rotations**: a rotated file that was written and rotated away between two checks was
-  never read; it is found among the path's siblings and counted (:mod:`.missed`).
+* **Missed rotations**: a rotated file that was written and rotated away between two checks is
+  found among the path's siblings (:mod:`.missed`) and read, oldest first, before the new file;
+  one already gone (deleted, or renamed again) is counted as missed.
+* **Holes** (``SEEK_DATA``) are skipped, not read: a writer without ``O_APPEND`` after
+  ``copytruncate`` regrows the file as gigabytes of NUL bytes before its next line.
 * **Lines**: bytes become lines in :mod:`.lines` (partial last line held, ``\\r`` handling, NUL
   holes, oversized lines dropped and counted); memory per file stays below about
   ``2 * max_line_bytes + READ_CHUNK`` (``READ_CHUNK`` times the sink's ``read_chunks`` for the bulk
   path of recorded logs).
 * **One reader per file**: a file is read by one tailer at a time even when several paths or
-  patterns name it (:class:`Registry`).
+  patterns name it (:class:`~.registry.Registry`).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -48,121 +54,20 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from ...limits import DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
-from ...paths import directory_problem, display_path
-from .copies import find_copy, is_copy_of
+from ...paths import display_path, not_regular
+from .copies import find_copy
 from .lines import LineSplitter
-from .missed import is_rotated_name, unseen_rotated_files
-from .startfacts import start_chunks
+from .missed import unseen_rotated_files
+from .registry import FINGERPRINT_BYTES, Ident, Reader, Registry
+from .startfacts import SCAN_CHUNK, STARTUP_SCAN_BYTES, start_chunks
 from .stats import FileStats, LogStats
 
 log = logging.getLogger(__name__)
 
 #: Bytes read per ``read`` call.
 READ_CHUNK = 1 << 20
-#: Bytes of a file's head kept with a remembered read position, to tell a reused inode number apart.
-FINGERPRINT_BYTES = 256
-#: Most bytes of a start's text (from its server_args line on; a log's head when it has none) searched
-#: for start-up lines when starting at a log's end (:mod:`.startfacts`).
-STARTUP_SCAN_BYTES = 64 << 20
-#: Bytes of that head read and searched at a time (start-up memory stays within a few MB of idle).
-SCAN_CHUNK = 256 << 10
 #: Most rotated files remembered as counted in ``missed_rotations`` (so none is counted twice).
 MISSED_REMEMBERED = 1024
-
-Ident = tuple[int, int]
-
-
-class Registry:
-    """Which file (by identity) is read by whom, shared by all tailers of one exporter.
-
-    Guarantees that one file is read by one reader at a time, and remembers where a closed reader
-    stopped so that a glob that later matches the same file under a new name continues there.
-    Since a deleted file's inode number can be reused by a new file, a remembered position is kept
-    with the file's first bytes (a fingerprint, as Vector and fluent-bit do) and only resumed when the
-    file opened under that identity still starts with them. Used by the tailer thread only.
-    """
-
-    def __init__(self, remember: int = 4096):
-        self.open: dict[Ident, object] = {}
-        self.readers: dict[Ident, _Reader] = {}
-        self.finished: OrderedDict[Ident, tuple[int, bytes]] = OrderedDict()
-        self.copies: OrderedDict[Ident, None] = OrderedDict()  # copytruncate copies: read by nobody
-        self._remember = remember
-
-    def mark_copy(self, ident: Ident) -> None:
-        """Record that ``ident`` is a copy of a file read here (its lines are never read from it)."""
-        self.copies[ident] = None
-        self.copies.move_to_end(ident)
-        while len(self.copies) > self._remember:
-            self.copies.popitem(last=False)
-
-    def copy_verdict(self, fd: int, size: int, ident: Ident, real: str) -> str:
-        """Whether the newly opened file ``fd`` (``size`` bytes, identity ``ident``, real path
-        ``real``) is a copy of a file open here: named as its rotated copy, in its directory, and
-        with its content (:func:`~.copies.is_copy_of`). ``"copy"``, ``"no"``, or ``"wait"`` while
-        it is shorter than the original's first bytes and agrees with them so far (a copy being
-        written: ``logrotate`` creates it empty)."""
-        if ident in self.copies:
-            return "copy"
-        directory, name = os.path.split(real)
-        verdict = "no"
-        for other, r in self.readers.items():
-            if other == ident or r.dir != directory or not r.head or not is_rotated_name(name, r.name):
-                continue
-            if size < len(r.head):
-                try:
-                    if os.pread(fd, size, 0) == r.head[:size]:
-                        verdict = "wait"
-                except OSError:
-                    pass
-            elif is_copy_of(fd, size, r.f.fileno(), r.head, r.tail, r.offset):
-                return "copy"
-        return verdict
-
-    def finish(self, ident: Ident, offset: int, head: bytes = b"") -> None:
-        """Record that the reader of ``ident`` closed it at byte ``offset``; ``head`` is the file's
-        first bytes (up to :data:`FINGERPRINT_BYTES`)."""
-        self.open.pop(ident, None)
-        self.readers.pop(ident, None)
-        self.finished[ident] = (offset, head)
-        self.finished.move_to_end(ident)
-        while len(self.finished) > self._remember:
-            self.finished.popitem(last=False)
-
-    def resume_offset(self, ident: Ident, fd: int, size: int) -> int | None:
-        """Where to continue a file opened under ``ident``: the remembered offset if the file still
-        starts with the remembered bytes and is at least that long, else None (a new file)."""
-        entry = self.finished.pop(ident, None)
-        if entry is None:
-            return None
-        offset, head = entry
-        if offset > size:
-            return None
-        try:
-            if head and os.pread(fd, len(head), 0) != head:
-                return None  # same inode number, other file
-        except OSError:
-            return None
-        return offset
-
-
-class _Reader:
-    """One open file descriptor with its read position and its line splitter (held partial line)."""
-
-    __slots__ = ("f", "ident", "offset", "lines", "deadline", "size", "dir", "name", "head", "tail", "pending")
-
-    def __init__(self, f, ident: Ident, offset: int, lines: LineSplitter, dir: str = "", name: str = ""):
-        self.f = f
-        self.dir = dir  # directory of the file when opened: watched while it is read (drained)
-        self.name = name  # its name there (a symlink's target): its file events concern this tailer
-        self.ident = ident
-        self.offset = offset
-        self.lines = lines
-        self.deadline: float | None = None  # set while draining after rotation or deletion
-        self.size = offset
-        self.head = b""  # the file's first bytes (up to FINGERPRINT_BYTES): a rewrite changes them
-        self.tail = b""  # the bytes just before offset (up to FINGERPRINT_BYTES): to find a copy
-        self.pending = False  # maybe a copy being written: not read until that is decided
 
 
 class LineSink(Protocol):
@@ -174,16 +79,6 @@ class LineSink(Protocol):
     def startup_facts(self, chunks: Iterable[bytes]) -> int:
         """Take the head of a file whose reading starts at its end, as consecutive chunks (start-up
         lines, not counted)."""
-
-
-def not_regular(mode: int, path: str) -> str:
-    """What a path that is not a regular file is, for the one warning that it is skipped."""
-    if stat.S_ISDIR(mode):
-        return directory_problem(path)
-    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
-            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "not a regular file")
-    return f"is {kind}, not a regular file"
 
 
 class Tailer:
@@ -204,6 +99,9 @@ class Tailer:
             first check is new: read from 0).
         covered: True for a path that a glob of this exporter follows (a rotated file it would read
             is not counted as missed).
+        follow_deleted: Read a deleted file until a file appears at the path (a plain ``--log.path``);
+            False drains it for ``rotate_wait`` only (a glob's match: a request log deleted by a
+            clean-up job gets no successor and would hold its descriptor and place for ever).
 
     Counters are kept in ``self.stats`` (:class:`~.stats.FileStats`): opens, bytes read, lines,
     rotations (and rotated files never read), truncations, oversized lines, presence and bytes
@@ -213,8 +111,9 @@ class Tailer:
     def __init__(self, path: str, sink: LineSink, stats: LogStats | None = None, from_beginning: bool = False,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, rotate_wait: float = DEFAULT_ROTATE_WAIT,
                  registry: Registry | None = None, clock: Callable[[], float] = time.monotonic,
-                 started: bool = False, covered: Callable[[str], bool] | None = None):
+                 started: bool = False, covered: Callable[[str], bool] | None = None, follow_deleted: bool = True):
         self.path = path
+        self.follow_deleted = follow_deleted
         self.sink = sink
         self.from_beginning = from_beginning
         self.max_line_bytes = max_line_bytes
@@ -224,8 +123,8 @@ class Tailer:
         self.covered = covered if covered is not None else (lambda p: False)
         self.log_stats = stats if stats is not None else LogStats()
         self.stats: FileStats = self.log_stats.register_file(path)
-        self._cur: _Reader | None = None
-        self._draining: list[_Reader] = []
+        self._cur: Reader | None = None
+        self._draining: list[Reader] = []
         self._started = started  # True once the start-up position rule has been applied
         self._checked = started  # True once the path was looked at (its absence is warned about once)
         self._last_error: str | None = None
@@ -263,9 +162,10 @@ class Tailer:
         if st is None:
             self.stats.present = False
             self._started = True  # a file that appears later is new: read it from 0
-            if self._cur is not None:  # deleted (or unreachable): drain the old descriptor
-                log.info("%s was removed; reading its last lines for %.1fs", self.path, self.rotate_wait)
-                fed += self._retire(now)
+            if self._cur is not None:  # deleted (or unreachable): follow the old descriptor
+                log.info("%s was removed; still reading the open file %s", self.path,
+                         "until a new one appears at the path" if self.follow_deleted else f"for {self.rotate_wait:.1f}s")
+                fed += self._retire(None if self.follow_deleted else now)
         else:
             self.stats.present = True
             ident = (st.st_dev, st.st_ino)
@@ -422,13 +322,16 @@ class Tailer:
         if offset:
             f.seek(offset)
         real = os.path.realpath(self.path)
-        r = _Reader(f, ident, offset, LineSplitter(self.max_line_bytes, skipping), *os.path.split(real))
+        r = Reader(f, ident, offset, LineSplitter(self.max_line_bytes, skipping), *os.path.split(real))
         r.size = fst.st_size
         r.pending = pending
         self._fingerprint(r)
         reg.open[ident] = self
         reg.readers[ident] = r
         self._cur = r
+        for old in self._draining:  # a deleted file, followed until now: its successor is here
+            if old.deadline is None:
+                old.deadline = self.clock() + self.rotate_wait
         self._started = True
         if self.stats.opens:  # another file than before at this path: renamed, re-created, link swapped
             self.stats.rotations += 1
@@ -436,12 +339,21 @@ class Tailer:
         self.stats.opens += 1
 
     def _count_missed(self) -> None:
-        """Count the rotated files written since the previous check that nobody read (:mod:`.missed`)."""
+        """Read the rotated files written since the previous check that nobody read (:mod:`.missed`),
+        oldest first, before the new file: each is opened and drained for ``rotate_wait`` like a
+        rotated file. One that cannot be opened any more (renamed away again, deleted) is counted
+        as missed."""
         if not self._seen_ns:
             return
         counted = self._counted
         known = {*self.registry.open, *self.registry.finished, *counted}  # read, being read, or counted
-        for name, ident in unseen_rotated_files(self.path, self._seen_ns, known, self.covered):
+        unseen = unseen_rotated_files(self.path, self._seen_ns, known, self.covered)
+        for name, ident in unseen:  # oldest first
+            counted[ident] = None
+            while len(counted) > MISSED_REMEMBERED:
+                counted.popitem(last=False)
+            if self._open_missed(name, ident):
+                continue
             if not self.stats.missed_rotations:
                 log.warning("%s was rotated more than once between two checks: %s was never read and its "
                             "lines are lost; check more often (--log.poll-interval, or --log.watch-mode "
@@ -450,15 +362,43 @@ class Tailer:
             else:
                 log.debug("rotated file %s of %s was never read", name, self.path)
             self.stats.missed_rotations += 1
-            counted[ident] = None
-            while len(counted) > MISSED_REMEMBERED:
-                counted.popitem(last=False)
 
-    def _retire(self, now: float) -> int:
-        """Move the current reader to the draining list (rotation, deletion), reading it first."""
+    def _open_missed(self, name: str, ident: Ident) -> bool:
+        """Open a rotated file that was written and rotated away between two checks, to be read
+        from offset 0 and drained like a rotated file; False when it is no longer that file."""
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            fst = os.fstat(fd)
+        except OSError:
+            fst = None
+        if fst is None or (fst.st_dev, fst.st_ino) != ident or not stat.S_ISREG(fst.st_mode) \
+                or ident in self.registry.open:
+            os.close(fd)
+            return False
+        r = Reader(open(fd, "rb", buffering=0), ident, 0, LineSplitter(self.max_line_bytes),
+                   *os.path.split(name))
+        r.size = fst.st_size
+        r.deadline = self.clock() + self.rotate_wait
+        self._fingerprint(r)
+        self.registry.open[ident] = self
+        self.registry.readers[ident] = r
+        self._draining.append(r)
+        log.info("%s was rotated more than once between two checks: reading %s, which was never read",
+                 display_path(self.path), display_path(name))
+        return True
+
+    def _retire(self, now: float | None) -> int:
+        """Move the current reader to the draining list, reading it first: closed ``rotate_wait``
+        seconds after ``now`` (a rotation: the path names the writer's next file), or with ``now``
+        None (a deletion) followed until a file appears at the path (:meth:`_open` sets its deadline
+        then). A writer keeps appending to a deleted file it holds open, as SGLang does after
+        ``rm sglang.log``; ``tail -F`` and fluent-bit follow it the same way."""
         r, self._cur = self._cur, None
         fed = self._read(r)
-        r.deadline = now + self.rotate_wait
+        r.deadline = None if now is None else now + self.rotate_wait
         self._draining.append(r)
         return fed
 
@@ -478,7 +418,7 @@ class Tailer:
                 self._close(r)
         return fed
 
-    def _fingerprint(self, r: _Reader) -> None:
+    def _fingerprint(self, r: Reader) -> None:
         """Take the file's first bytes and those before the read offset, as far as it has them."""
         n = min(r.offset, FINGERPRINT_BYTES)
         try:
@@ -487,7 +427,7 @@ class Tailer:
         except OSError:
             r.head = r.tail = b""
 
-    def _rewritten(self, r: _Reader, size: int) -> bool:
+    def _rewritten(self, r: Reader, size: int) -> bool:
         """Whether the file was truncated since the last read: smaller than the read offset, or its
         first bytes are no longer those read (truncated and grown back past the offset)."""
         if size < r.offset:
@@ -499,7 +439,7 @@ class Tailer:
         except OSError:
             return False
 
-    def _truncated(self, r: _Reader) -> int:
+    def _truncated(self, r: Reader) -> int:
         """Read the lines the truncation took from its copy, then restart at 0; returns lines fed."""
         self.stats.truncations += 1
         fed = self._copy_tail(r)
@@ -513,7 +453,7 @@ class Tailer:
         r.head = r.tail = b""
         return fed
 
-    def _copy_tail(self, r: _Reader) -> int:
+    def _copy_tail(self, r: Reader) -> int:
         """Feed what copytruncate's copy holds past the read offset (written after the last read,
         before the truncation), unless another reader reads the copy as a file of its own."""
         found = find_copy(self.path, r.ident, r.head, r.tail, r.offset)
@@ -550,7 +490,7 @@ class Tailer:
                  st.st_size - r.offset, display_path(path))
         return fed
 
-    def _close(self, r: _Reader) -> None:
+    def _close(self, r: Reader) -> None:
         try:
             head = os.pread(r.f.fileno(), min(r.offset, FINGERPRINT_BYTES), 0)
         except OSError:
@@ -568,7 +508,7 @@ class Tailer:
                 behind += max(0, r.size - r.offset)
         self.stats.behind_bytes = behind
 
-    def _read(self, r: _Reader) -> int:
+    def _read(self, r: Reader) -> int:
         """Read from the offset up to the size ``fstat`` gives now (each read sized to what is there,
         at most :data:`READ_CHUNK` times the sink's ``read_chunks``, 1 unless it says); what is
         appended meanwhile is read at the next pass."""
@@ -594,6 +534,7 @@ class Tailer:
                 r.f.seek(r.offset)
             return 0
         while r.offset < r.size:
+            self._skip_hole(r)
             try:
                 chunk = r.f.read(min(most, r.size - r.offset))
             except OSError as exc:
@@ -613,7 +554,26 @@ class Tailer:
             fed += self._consume(r, chunk)
         return fed
 
-    def _consume(self, r: _Reader, chunk: bytes) -> int:
+    def _skip_hole(self, r: Reader) -> None:
+        """Move the read offset past a hole (``SEEK_DATA``): a writer without ``O_APPEND`` (``tee``
+        without ``-a``) goes on at its old offset after ``copytruncate``, and the file grows back as
+        a hole of NUL bytes up to there, gigabytes that lines would drop anyway. A file system that
+        cannot tell holes gives the offset back, and the NULs are read and dropped as before."""
+        try:
+            data = os.lseek(r.f.fileno(), r.offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # EINVAL and others: no hole information
+                return
+            data = r.size  # no data from the offset to the end: all hole
+        data = min(data, r.size)
+        if data > r.offset:
+            log.info("%s: skipped a hole of %s NUL bytes (a writer without O_APPEND after a truncation; "
+                     "use tee -a, docs/tailing.md#copytruncate)", display_path(self.path), f"{data - r.offset:,}")
+            r.tail = (r.tail + bytes(min(data - r.offset, FINGERPRINT_BYTES)))[-FINGERPRINT_BYTES:]
+            r.offset = data
+        r.f.seek(r.offset)
+
+    def _consume(self, r: Reader, chunk: bytes) -> int:
         feed_block = getattr(self.sink, "feed_block", None)
         if feed_block is None:
             return self._feed(r, r.lines.consume(chunk))
@@ -622,10 +582,10 @@ class Tailer:
         fed = self._feed(r, [])  # moves the splitter's count of dropped lines into the stats
         return fed if block is None else fed + feed_block(block, self.max_line_bytes, self.stats)
 
-    def _flush(self, r: _Reader) -> int:
+    def _flush(self, r: Reader) -> int:
         return self._feed(r, r.lines.flush())
 
-    def _feed(self, r: _Reader, lines: list[str]) -> int:
+    def _feed(self, r: Reader, lines: list[str]) -> int:
         """Hand complete lines over (returns how many); move the splitter's count of dropped lines
         into the stats."""
         if r.lines.dropped:

@@ -33,7 +33,8 @@ from collections.abc import Callable, Sequence
 
 from ...limits import DEFAULT_LOG_POLL_INTERVAL
 from ...paths import display_path
-from .file import Ident, Tailer
+from .file import Tailer
+from .registry import Ident
 from .glob import GlobTailer, has_glob
 from .stats import LogStats
 

@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 
 from ...limits import DEFAULT_MAX_FILES_PER_GLOB, DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
 from ...paths import display_path
-from .file import LineSink, Registry, Tailer
+from .file import LineSink, Tailer
+from .registry import Registry
 from .stats import LogStats
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,8 @@ class GlobTailer:
         self.sink = sink
         self.log_stats = stats if stats is not None else LogStats()
         self.kw = dict(from_beginning=from_beginning, max_line_bytes=max_line_bytes, rotate_wait=rotate_wait,
-                       registry=registry if registry is not None else Registry(), clock=clock, covered=covered)
+                       registry=registry if registry is not None else Registry(), clock=clock, covered=covered,
+                       follow_deleted=False)  # a deleted match gets no successor: drained, then dropped
         self.claimed = claimed if claimed is not None else set()
         self.max_files = max_files
         self.tailers: dict[str, Tailer] = {}

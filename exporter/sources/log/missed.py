@@ -21,6 +21,10 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Container
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the registry imports this module
+    from .registry import Ident
 
 #: Name endings of compressed archives, which rotation tools write from files already rotated.
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".z", ".Z", ".zip", ".br")
@@ -77,7 +81,8 @@ def unseen_rotated_files(path: str, since_ns: int, known: Container[tuple[int, i
         covered: True for a path that another part of the exporter follows (a glob).
 
     Returns:
-        ``(path, identity)`` of each such file, by name. An unreadable directory gives ``[]``.
+        ``(path, identity)`` of each such file, oldest first (:func:`age_order`). An unreadable
+        directory gives ``[]``.
     """
     found = []
     for entry, st in rotated_siblings(path):
@@ -85,4 +90,16 @@ def unseen_rotated_files(path: str, since_ns: int, known: Container[tuple[int, i
         if st.st_mtime_ns <= since_ns or ident in known or covered(entry.path):
             continue
         found.append((entry.path, ident))
-    return sorted(found)
+    return sorted(found, key=age_order)
+
+
+def age_order(entry: tuple[str, Ident]) -> tuple[int, int]:
+    """Sort key of a rotated file, oldest first: its modification time, then its rotation number
+    (``sglang.log.3`` is older than ``sglang.log.2``: RotatingFileHandler and logrotate count up)."""
+    name = entry[0]
+    try:
+        mtime = os.stat(name).st_mtime_ns
+    except OSError:
+        mtime = 0
+    suffix = name.rsplit(".", 1)[-1]
+    return mtime, -int(suffix) if suffix.isdigit() and len(suffix) < 9 else 0

@@ -48,6 +48,11 @@ from .stats import LogStats
 
 log = logging.getLogger(__name__)
 
+#: Most bytes of a start's text (from its server_args line on; a log's head when it has none) searched
+#: for start-up lines when starting at a log's end.
+STARTUP_SCAN_BYTES = 64 << 20
+#: Bytes of that text read and searched at a time (start-up memory stays within a few MB of idle).
+SCAN_CHUNK = 256 << 10
 #: Most bytes searched backwards for the last start (the file, then its rotated siblings): four
 #: segments of the shipped logging config (256 MiB each).
 BACK_SCAN_BYTES = 1 << 30
