@@ -89,6 +89,13 @@ class Setting:
         return "--" + self.dest.replace("_", "-")
 
     @property
+    def aliases(self) -> tuple[str, ...]:
+        """Other spellings of the flag (``json_schema_extra={"aliases": (...)}``): the exporter-toolkit's
+        ``--web.config.file``, which every Prometheus exporter takes, for ``--web.config-file``."""
+        extra = self.field.json_schema_extra
+        return tuple(extra.get("aliases", ())) if isinstance(extra, dict) else ()
+
+    @property
     def env(self) -> str:
         """``SGLANG_EXPORTER_LOG__POLL_INTERVAL``."""
         return self.env_prefix + (f"{self.group}__{self.name}" if self.group else self.name).upper()
@@ -250,7 +257,7 @@ def build_parser(settings: list[Setting], description: str) -> argparse.Argument
             kwargs.update(type=_bool_word, metavar="BOOL")
         else:
             kwargs["metavar"] = s.metavar
-        groups[s.group].add_argument(s.flag, **kwargs)
+        groups[s.group].add_argument(s.flag, *s.aliases, **kwargs)
     return parser
 
 

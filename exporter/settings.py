@@ -171,7 +171,7 @@ class WebSettings(BaseModel):
     telemetry_path: str = Field("/metrics", json_schema_extra={"metavar": "URL_PATH"},
                                 description="Path under which metrics are served.")
     config_file: str | None = Field(
-        None, json_schema_extra={"metavar": "PATH"},
+        None, json_schema_extra={"metavar": "PATH", "aliases": ("--web.config.file",)},
         description="YAML file in the exporter-toolkit's web configuration format (node_exporter's "
         "--web.config.file): tls_server_config (cert_file, key_file, client_ca_file, client_auth_type, "
         "min_version), basic_auth_users (bcrypt hashes), http_server_config.headers. Certificates are "

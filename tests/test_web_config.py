@@ -233,3 +233,13 @@ def test_a_real_prometheus_scrapes_over_mutual_tls_with_basic_auth(tmp_path):
         prom.terminate()
         prom.wait(30)
         server.stop()
+
+
+def test_the_exporter_toolkits_flag_spelling_is_taken_too(tmp_path):
+    """node_exporter and the other exporters take ``--web.config.file``: the same setting here (a bad
+    file proves the flag reached it: before, the flag itself was unknown)."""
+    web = tmp_path / "web.yml"
+    web.write_text("basic_auth_users:\n  prometheus: plaintext\n")
+    r = subprocess.run([*command(), "--log.path", str(tmp_path / "x.log"), "--web.config.file", str(web)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "must be a bcrypt hash" in r.stderr and "unknown flag" not in r.stderr, r.stderr
