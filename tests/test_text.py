@@ -139,13 +139,13 @@ def test_changed_scheduler_families_skip_the_encoder_once_templates_are_cached(a
         return library(reg)
 
     renderer = Renderer(registry)
-    before = renderer._encode(encoder, content_type)
+    before = b"".join(renderer._encode(encoder, content_type))
     assert "sglang_scheduler_batch_size" in seen
-    again = renderer._encode(encoder, content_type)  # nothing changed: texts reused whole
+    again = b"".join(renderer._encode(encoder, content_type))  # nothing changed: texts reused whole
     assert VOLATILE.sub(b"", again) == VOLATILE.sub(b"", before)
     seen.clear()
     source.ingest.feed(rest[:80])
-    body = renderer._encode(encoder, content_type)
+    body = b"".join(renderer._encode(encoder, content_type))
     assert "sglang_scheduler_batch_size" not in seen and "sglang_exporter_log_lines" in seen
     assert batch_sizes(body) != batch_sizes(before)  # it did change
     assert VOLATILE.sub(b"", body) == VOLATILE.sub(b"", library(registry))

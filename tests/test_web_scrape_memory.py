@@ -54,7 +54,8 @@ def test_six_concurrent_mixed_scrapes_at_the_caps_cost_no_more_memory_than_one(t
     log = tmp_path / "sglang.log"
     log.write_bytes(b"")
     env = dict(os.environ, MALLOC_ARENA_MAX="1")  # as the container image sets it
-    exp = Exporter("--log.path", str(log), "--gpu.enabled", "false", env=env)
+    # every bucket served (--sglang.fine-buckets): the caps' worst case, as measured before the series budget
+    exp = Exporter("--log.path", str(log), "--gpu.enabled", "false", "--sglang.fine-buckets", env=env)
     try:
         data = _lines(256, 16, 40)
         append(log, data)

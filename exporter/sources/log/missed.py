@@ -21,10 +21,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Container
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the registry imports this module
-    from .registry import Ident
 
 #: Name endings of compressed archives, which rotation tools write from files already rotated.
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".z", ".Z", ".zip", ".br")
@@ -93,7 +89,7 @@ def unseen_rotated_files(path: str, since_ns: int, known: Container[tuple[int, i
     return sorted(found, key=age_order)
 
 
-def age_order(entry: tuple[str, Ident]) -> tuple[int, int]:
+def age_order(entry: tuple[str, tuple[int, int]]) -> tuple[int, int]:
     """Sort key of a rotated file, oldest first: its modification time, then its rotation number
     (``sglang.log.3`` is older than ``sglang.log.2``: RotatingFileHandler and logrotate count up)."""
     name = entry[0]
