@@ -73,6 +73,26 @@ def misspelt_command(argv: list[str]) -> str | None:
     return f"unknown command {argv[0]!r}: did you mean {PROG} {guess}{' ' + rest if rest else ''}?"
 
 
+def parse_arguments(parser: argparse.ArgumentParser, argv: list[str] | None, check, prog: str):
+    """A subcommand's arguments, or its exit status: ``argv`` parsed by ``parser`` (a
+    :class:`SubcommandParser`), then ``check(args)`` (one line naming what is wrong, or ``None``).
+
+    Returns:
+        The namespace; else the exit status to return: 2 after one line on stderr for bad arguments,
+        0 after ``--help``.
+    """
+    from .status import usage_error
+
+    try:
+        args = parser.parse_args(argv)
+    except ArgumentError as exc:
+        return usage_error(str(exc), prog)
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    problem = check(args)
+    return usage_error(problem, prog) if problem else args
+
+
 class ArgumentError(Exception):
     """An argument a subcommand cannot take; ``str()`` is one line."""
 

@@ -7,6 +7,7 @@ import json
 import math
 import sys
 
+from ..commands import parse_arguments
 from ..report.plots import have_matplotlib
 from ..report.schema import jsonable
 from ..status import PROG as COMMAND
@@ -22,7 +23,6 @@ EXIT_CODES = (f"Exit codes: {ExitStatus.OK:d} done; {ExitStatus.RUNTIME:d} a fil
 
 
 # every subcommand's parser: argparse errors become one line and exit code 2, as for every subcommand
-from ..commands import ArgumentError as _ArgError  # noqa: E402
 from ..commands import SubcommandParser as _Parser  # noqa: E402
 
 
@@ -69,15 +69,9 @@ def _check(args) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``sglang-exporter compare``; ``argv`` excludes the word ``compare``. Returns the exit status."""
-    try:
-        args = build_parser().parse_args(argv)
-    except _ArgError as exc:
-        return usage_error(str(exc), PROG)
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    problem = _check(args)
-    if problem:
-        return usage_error(problem, PROG)
+    args = parse_arguments(build_parser(), argv, _check, PROG)
+    if isinstance(args, int):
+        return args
     try:
         runs = []
         for spec in args.runs:

@@ -8,7 +8,7 @@ import math
 import os
 import sys
 
-from ..commands import ArgumentError, SubcommandParser
+from ..commands import SubcommandParser, parse_arguments
 from ..limits import (
     CHUNKED_PREFILL_SIZE_MAX,
     CHUNKED_PREFILL_SIZE_MIN,
@@ -23,8 +23,8 @@ from . import html as html_page
 from . import plots
 from .analyse import analyse
 from .baseline import BASELINE_SCHEMA, compare
-from .kv import model_kv_bytes_per_token
 from .files import PROG, InputFile, read_logs
+from .kv import model_kv_bytes_per_token
 from .read import Recorder
 from .schema import jsonable
 from .text import text
@@ -40,8 +40,7 @@ EXIT_CODES = (f"Exit codes: {ExitStatus.OK:d} done; {ExitStatus.RUNTIME:d} a fil
 
 
 # every subcommand's parser: argparse errors become one line and exit code 2, an unknown flag gets
-# the closest known one (the old names stay for the subcommands that import them from here)
-_ArgError = ArgumentError
+# the closest known one
 _Parser = SubcommandParser
 
 
@@ -222,16 +221,9 @@ def _plots(doc: dict, args) -> tuple[dict[str, bytes], dict[str, dict[str, bytes
 def main(argv: list[str] | None = None) -> int:
     """Run ``sglang-exporter report``; ``argv`` excludes the word ``report``. Returns the exit status
     (:class:`~exporter.status.ExitStatus`)."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except _ArgError as exc:
-        return _usage(str(exc))
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    problem = _check(args)
-    if problem:
-        return _usage(problem)
+    args = parse_arguments(build_parser(), argv, _check, PROG)
+    if isinstance(args, int):
+        return args
     try:
         doc, inputs = _load(args.logs, args)
         runs = [("current", inputs, doc)]

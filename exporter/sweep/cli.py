@@ -16,13 +16,14 @@ import shlex
 import sys
 from pathlib import Path
 
+from ..commands import SubcommandParser as _Parser
+from ..commands import parse_arguments
 from ..compare import document, render
 from ..compare.runs import RunError, load
 from ..paths import display_path, file_problem
-from ..report.cli import _ArgError, _Parser
 from ..report.schema import jsonable
 from ..status import PROG as COMMAND
-from ..status import ExitStatus, error, usage_error, write_output
+from ..status import ExitStatus, error, write_output
 from .run import Plan, Sweep, run
 
 PROG = f"{COMMAND} sweep"
@@ -134,15 +135,9 @@ def _compare(sweep: Sweep, args, out: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``sglang-exporter sweep``; ``argv`` excludes the word ``sweep``. Returns the exit status."""
-    try:
-        args = build_parser().parse_args(argv)
-    except _ArgError as exc:
-        return usage_error(str(exc), PROG)
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    problem = _check(args)
-    if problem:
-        return usage_error(problem, PROG)
+    args = parse_arguments(build_parser(), argv, _check, PROG)
+    if isinstance(args, int):
+        return args
     out = Path(args.out)
     sweep = Sweep()
 

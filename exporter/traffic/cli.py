@@ -16,15 +16,16 @@ import random
 import sys
 from datetime import datetime, timezone
 
+from ..commands import SubcommandParser as _Parser
+from ..commands import parse_arguments
 from ..paths import display_path, file_problem
-from ..report.cli import _ArgError, _Parser
 from ..report.files import read_logs
 from ..report.schema import jsonable
+from ..sources.log.glob import has_glob, regular_matches
+from ..sources.log.requestlog import RequestLog
 from ..status import PROG as COMMAND
 from ..status import ExitStatus, interrupted, os_error, usage_error, write_output
-from ..sources.log.glob import has_glob, regular_matches
 from . import histogram, model, prometheus, trace
-from ..sources.log.requestlog import RequestLog
 from .text import text
 
 PROG = f"{COMMAND} traffic"
@@ -195,15 +196,9 @@ def from_histograms(h: dict, source: str, seed: int) -> tuple[dict, list[tuple[i
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``sglang-exporter traffic``; ``argv`` excludes the word ``traffic``. Returns the exit status."""
-    try:
-        args = build_parser().parse_args(argv)
-    except _ArgError as exc:
-        return usage_error(str(exc), PROG)
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    problem = _check(args)
-    if problem:
-        return usage_error(problem, PROG)
+    args = parse_arguments(build_parser(), argv, _check, PROG)
+    if isinstance(args, int):
+        return args
     files = [] if args.prometheus else _files(args.metrics, "--metrics") if args.metrics else _files(args.logs, "LOG")
     if isinstance(files, str):
         return usage_error(files, PROG)
