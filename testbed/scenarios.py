@@ -200,6 +200,19 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              (Start(("--enable-priority-scheduling", "--max-total-tokens", "3000", "--max-running-requests", "8",
                      "--decode-log-interval", "5"),
                     Load(num_prompts=40, input_len=200, output_len=100, rate=6.0, seed=3, priorities=(0, 10))),)),
+    # issue 34: a ceiling of 2 running requests and priorities 20 apart (threshold 10): a request of
+    # priority 20 that finds both places held by priority 0 preempts one, whatever the machine's speed
+    Scenario("priority-preemption", "issue 34: --enable-priority-scheduling with priorities 0 and 20 and a ceiling "
+             "of 2: priority preemptions, which print no line",
+             (Start(("--enable-priority-scheduling", "--max-total-tokens", "20000", "--max-running-requests", "2",
+                     "--decode-log-interval", "5"),
+                    Load(num_prompts=24, input_len=200, output_len=100, rate=8.0, seed=13, priorities=(0, 20))),)),
+    # issue 34: --enable-mixed-chunk with prompts of several chunks: continuing chunks ride in decode
+    # batches with a budget of chunked_prefill_size - #running-req tokens
+    Scenario("mixed-chunk", "issue 34: --enable-mixed-chunk, --chunked-prefill-size 256, prompts of 600 tokens",
+             (Start(("--enable-mixed-chunk", "--chunked-prefill-size", "256", "--max-total-tokens", "20000",
+                     "--max-running-requests", "8", "--decode-log-interval", "5"),
+                    Load(num_prompts=30, input_len=600, output_len=60, rate=4.0, seed=14)),)),
 )}
 
 #: The method's experiment (docs/method.md): one sweep of ``--max-running-requests`` under the same

@@ -13,6 +13,7 @@ from ..method import MIN_STATS_LINES, RETRACTION_RULE, retraction_share
 
 RULE = f"{RETRACTION_RULE:.0%}"  # "5%"
 from .basis import Basis
+from .classes import unseen_preemptions
 from .domains import AMOUNT, COUNT, LABEL, POSITIVE, REASONS, SHARE, VERDICT, Figures, ListOf, Record, verdict
 from .stats import plural, ratio
 from .fmt import iso_time, pct
@@ -101,7 +102,11 @@ def section(b: Basis, window: float) -> dict:
     ratios = [g.gauges["new_token_ratio"] for g in b.rec.states.schedulers.values() if "new_token_ratio" in g.gauges]
     f.set("latest_new_token_ratio", max(ratios) if ratios else None, "no retraction line printed #new_token_ratio")
     lines = len(b.decode) + len(b.prefill)
-    if events == 0:
+    unseen = unseen_preemptions(b)
+    if events == 0 and unseen and lines:
+        v = verdict("preemptions_unseen", f"No retraction line in {plural(lines, 'Prefill/Decode line')}, but "
+                    f"that does not mean KV memory never ran out or nothing was preempted: {unseen}.")
+    elif events == 0:
         v = verdict("none", "No retractions, and no batch lines either." if not lines else
                     f"No retractions in {plural(lines, 'Prefill/Decode line')}: too few to say that KV memory "
                     "never runs out." if lines < MIN_STATS_LINES else "No retractions: KV memory never ran out.")
@@ -116,5 +121,7 @@ def section(b: Basis, window: float) -> dict:
         v = verdict("below_rule", f"{pct(share, 2)} of batches were retractions overall, peak {pct(peak, 2)} in a "
                     f"{window:g}-s window: below the {RULE} rule, but every retraction is recomputed work; "
                     "see throughput truth.")
+    if unseen and events:
+        v = verdict(v["code"], v["text"] + f" Priority preemptions are not among them: {unseen}.")
     f.put("verdict", v)
     return f.done()
