@@ -37,3 +37,44 @@ def test_priority_scheduling_off_keeps_the_facts():
     assert kv["retractions"]["events"] > 0
     assert "Priority preemptions" not in kv["retractions"]["verdict"]["text"]
     assert kv["throughput"]["recompute_share"] is not None
+
+
+# -- item 5: a new user's pass on the corpus ------------------------------------------------------
+TP2 = CORPUS / "067-real-0.5.23-tp2-retractions-on-both-tp-ranks.log"
+STARTUP = CORPUS / "009-startup-cudagraph-tqdm-warmup-no-rank-tag.log"
+
+
+def _answer(doc: dict, start: str) -> str:
+    return next(q["answer"] for q in doc["checklist"] if q["question"].startswith(start))
+
+
+def test_arrival_rate_of_a_burst_is_the_rate_while_requests_arrived():
+    """061 and 067: 80 and 60 requests sent at 8/s (Poisson, test bed scenarios kv-pressure and tp2)
+    and worked off for five minutes: the whole-log average (0.26/s, 0.17/s) is said as such, and the
+    rate while they arrived is within 25% of 8/s."""
+    import re
+    for path, whole in ((KV_PRESSURE, "0.26"), (TP2, "0.17")):
+        a = _answer(report_files(path), "What is the arrival rate")
+        assert f"About {whole} new requests/s" in a
+        m = re.search(r"at about ([0-9.]+) requests/s", a)
+        assert m and 6.0 <= float(m.group(1)) <= 10.0, a
+    # a steady load (060: Poisson 4/s over the whole run) gets no burst sentence
+    assert "worked off its queue" not in _answer(report_files(STEADY), "What is the arrival rate")
+
+
+def test_one_retraction_in_a_short_window_is_not_above_the_rule():
+    """061: 4 retractions, 0.29% of batches overall; one 10-s window held 1 retraction in 13 batches."""
+    r = report_files(KV_PRESSURE)["retractions"]
+    assert r["share_of_batches"] < 0.005
+    assert r["verdict"]["code"] == "below_rule" and "too high" not in r["verdict"]["text"]
+    assert r["windows_above_rule"] == 0
+    # 067: 0.49% overall, one window of 25 batches at 8%: a burst, not a ceiling too high
+    t = report_files(TP2)["retractions"]
+    assert t["verdict"]["code"] == "peak_above_rule" and "too high" not in t["verdict"]["text"]
+
+
+def test_retractions_follow_only_where_there_were_some():
+    kv = report_files(STARTUP)["kv_capacity"]["verdict"]
+    assert kv["code"] == "ceiling_above_safe"
+    assert "retractions follow." not in kv["text"] and "none in this log" in kv["text"]
+    assert "the log's 4 retractions followed" in report_files(KV_PRESSURE)["kv_capacity"]["verdict"]["text"]
