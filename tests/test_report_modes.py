@@ -78,3 +78,17 @@ def test_retractions_follow_only_where_there_were_some():
     assert kv["code"] == "ceiling_above_safe"
     assert "retractions follow." not in kv["text"] and "none in this log" in kv["text"]
     assert "the log's 4 retractions followed" in report_files(KV_PRESSURE)["kv_capacity"]["verdict"]["text"]
+
+
+# -- item 1: --enable-mixed-chunk -----------------------------------------------------------------
+MIXED = CORPUS / "069-real-0.5.23-mixed-chunk-budget-less-running.log"
+
+
+def test_mixed_chunk_admissions_equal_sglangs_requests():
+    """069: a real 0.5.23 server with --enable-mixed-chunk --chunked-prefill-size 256 served 32 requests
+    (num_requests_total = queue_time_seconds count = 32) in 78 #new-seq: a continuing chunk computes
+    256 - #running-req tokens, so '#new-token >= 256' missed it and counted 74."""
+    from conftest import value
+    from exporter_support import one_shot
+    assert report_files(MIXED)["queue_latency"]["admitted_requests"] == 32
+    assert value(one_shot(MIXED), "sglang_scheduler_admitted_requests_total", dp_rank="0", stage="") == 32
