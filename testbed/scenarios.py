@@ -207,6 +207,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              (Start(("--enable-priority-scheduling", "--max-total-tokens", "20000", "--max-running-requests", "2",
                      "--decode-log-interval", "5"),
                     Load(num_prompts=24, input_len=200, output_len=100, rate=8.0, seed=13, priorities=(0, 20))),)),
+    # issue 34: mixed chunks under KV pressure (corpus 070; run by hand): a retracted request is admitted
+    # again, and its earlier chunks evicted later are computed again beyond #new_tokens_gained
+    Scenario("mixed-kv", "issue 34: --enable-mixed-chunk with chunked prompts under KV pressure",
+             (Start(("--enable-mixed-chunk", "--chunked-prefill-size", "256") + _KV_PRESSURE
+                    + ("--decode-log-interval", "5"),
+                    Load(num_prompts=40, input_len=600, output_len=150, rate=8.0, seed=16)),)),
     # issue 34: the stream's sum_prefill_kv_tokens by release (0.5.18-0.5.21: the whole KV after the
     # pass; 0.5.23: the cached prefix at schedule time), against SGLang's prefill_cache counter
     Scenario("fpm-prefill", "issue 34: the per-forward-pass stream's prefill fields by release, light load",

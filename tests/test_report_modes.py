@@ -92,3 +92,15 @@ def test_mixed_chunk_admissions_equal_sglangs_requests():
     from exporter_support import one_shot
     assert report_files(MIXED)["queue_latency"]["admitted_requests"] == 32
     assert value(one_shot(MIXED), "sglang_scheduler_admitted_requests_total", dp_rank="0", stage="") == 32
+
+
+def test_mixed_chunk_admissions_under_kv_pressure_count_the_re_admission():
+    """070: mixed chunks with a KV pool of 3,000 tokens; SGLang queued 42 requests and retracted 1,
+    so 43 admissions (106 before issue 34, from 107 #new-seq)."""
+    from conftest import value
+    from exporter_support import one_shot
+    path = CORPUS / "070-real-0.5.23-mixed-chunk-kv-pressure-retraction.log"
+    doc = report_files(path)
+    assert doc["retractions"]["requests"] == 1
+    assert doc["queue_latency"]["admitted_requests"] == 43
+    assert value(one_shot(path), "sglang_scheduler_admitted_requests_total", dp_rank="0", stage="") == 43
