@@ -244,6 +244,8 @@ class ServerArgs:
             ``PP`` (``pp_size``), ``EP`` (``ep_size``), ``ATTN_CP`` (``attn_cp_size``), ``MOE_DP``
             (``moe_dp_size``). A rank tag is below its size, except that a router-managed DP server
             (``SGLANG_DP_RANK``) prints ``dp_size=1`` and tags its lines ``DP<rank>``.
+        enable_mixed_chunk: ``enable_mixed_chunk=True``: a prefill chunk rides in the decode batch and
+            its budget is ``chunked_prefill_size`` less the running requests (SGLang's ``PrefillAdder``).
     """
 
     origin: Origin
@@ -251,6 +253,7 @@ class ServerArgs:
     chunked_prefill_size: int | None = None
     max_running_requests: int | None = None
     rank_sizes: dict[str, int] = field(default_factory=dict)
+    enable_mixed_chunk: bool = False
 
 
 @dataclass(frozen=True, slots=True)

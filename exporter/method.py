@@ -17,6 +17,9 @@ import math
 #: method.md section 3: more than 5% of batches with a retraction means the ceiling is too high
 #: (retraction events / (prefill batches + decode steps)).
 RETRACTION_RULE = 0.05
+#: A time window judged against the rule must hold more batches than this, so that one retraction
+#: alone (1 / 21 = 4.8%) cannot put it above the rule: fewer batches cannot resolve 5%.
+MIN_WINDOW_BATCHES = int(1 / RETRACTION_RULE) + 1
 #: method.md sections 3 and 5: configure the running-request ceiling at about 70% of the requests the
 #: KV pool holds (fragmentation, length variance): the safe capacity.
 SAFETY_FACTOR = 0.7

@@ -200,6 +200,32 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              (Start(("--enable-priority-scheduling", "--max-total-tokens", "3000", "--max-running-requests", "8",
                      "--decode-log-interval", "5"),
                     Load(num_prompts=40, input_len=200, output_len=100, rate=6.0, seed=3, priorities=(0, 10))),)),
+    # issue 34: a ceiling of 2 running requests and priorities 20 apart (threshold 10): a request of
+    # priority 20 that finds both places held by priority 0 preempts one, whatever the machine's speed
+    Scenario("priority-preemption", "issue 34: --enable-priority-scheduling with priorities 0 and 20 and a ceiling "
+             "of 2: priority preemptions, which print no line",
+             (Start(("--enable-priority-scheduling", "--max-total-tokens", "20000", "--max-running-requests", "2",
+                     "--decode-log-interval", "5"),
+                    Load(num_prompts=24, input_len=200, output_len=100, rate=8.0, seed=13, priorities=(0, 20))),)),
+    # issue 34: mixed chunks under KV pressure (corpus 070; run by hand): a retracted request is admitted
+    # again, and its earlier chunks evicted later are computed again beyond #new_tokens_gained
+    Scenario("mixed-kv", "issue 34: --enable-mixed-chunk with chunked prompts under KV pressure",
+             (Start(("--enable-mixed-chunk", "--chunked-prefill-size", "256") + _KV_PRESSURE
+                    + ("--decode-log-interval", "5"),
+                    Load(num_prompts=40, input_len=600, output_len=150, rate=8.0, seed=16)),)),
+    # issue 34: the stream's sum_prefill_kv_tokens by release (0.5.18-0.5.21: the whole KV after the
+    # pass; 0.5.23: the cached prefix at schedule time), against SGLang's prefill_cache counter
+    Scenario("fpm-prefill", "issue 34: the per-forward-pass stream's prefill fields by release, light load",
+             (Start(("--max-total-tokens", "20000", "--max-running-requests", "8", "--decode-log-interval", "5",
+                     "--enable-forward-pass-metrics", "--forward-pass-metrics-ipc-name", "{fpm}"),
+                    Load(num_prompts=16, input_len=200, output_len=20, rate=4.0, seed=15)),),
+             fpm_ranks=1),
+    # issue 34: --enable-mixed-chunk with prompts of several chunks: continuing chunks ride in decode
+    # batches with a budget of chunked_prefill_size - #running-req tokens
+    Scenario("mixed-chunk", "issue 34: --enable-mixed-chunk, --chunked-prefill-size 256, prompts of 600 tokens",
+             (Start(("--enable-mixed-chunk", "--chunked-prefill-size", "256", "--max-total-tokens", "20000",
+                     "--max-running-requests", "8", "--decode-log-interval", "5"),
+                    Load(num_prompts=30, input_len=600, output_len=60, rate=4.0, seed=14)),)),
 )}
 
 #: The method's experiment (docs/method.md): one sweep of ``--max-running-requests`` under the same

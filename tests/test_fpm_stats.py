@@ -89,3 +89,43 @@ def test_rank_cap_and_freshness():
     m = _scrape(st)
     assert value(m, "sglang_scheduler_forward_pass_queued_requests", stage="", dp_rank="1", phase="prefill") == 2
     assert value(m, "sglang_scheduler_forward_pass_queued_requests", stage="", dp_rank="0", phase="prefill") is None
+
+
+def _real_stream(version: str) -> tuple[dict, float]:
+    """A real SGLang server's stream (test bed scenario fpm-prefill, 16 requests; the frames as
+    received) through the stats and the collector, and SGLang's own prefill_cache counter of the run."""
+    import base64
+    import json
+    from conftest import ROOT
+    folder = ROOT / "tests" / "real_series" / f"sglang-{version}-fpm-prefill"
+    frames = [[base64.b64decode(f) for f in json.loads(x)["frames"]]
+              for x in (folder / "fpm.jsonl").read_text().splitlines()]
+    stats = FpmStats(["ipc:///run/sglang/fpm.0"])
+    stats.apply(0, [decode_frames(f) for f in frames])
+    sglang = samples((folder / "end.prom").read_text())
+    cache = next(v for (name, labels), v in sglang.items()
+                 if name == "sglang:realtime_tokens_total" and ("mode", "prefill_cache") in labels)
+    return _scrape(stats), cache
+
+
+def test_cached_tokens_by_release_equal_sglangs_prefill_cache():
+    """Issue 34 item 4: 0.5.18 fills sum_prefill_kv_tokens after the pass with the whole KV (2,475 for
+    171 cached: it read 14x too high); 0.5.23 with the cached prefix at schedule time. Each equals
+    SGLang's realtime_tokens_total{mode="prefill_cache"} of the same run."""
+    for version in ("0.5.18", "0.5.23"):
+        m, cache = _real_stream(version)
+        assert cache > 0
+        got = value(m, "sglang_scheduler_forward_pass_prefill_cached_tokens_total", stage="", dp_rank="0")
+        assert got == cache, version
+
+
+def test_cached_tokens_are_absent_until_a_pass_shows_the_release():
+    stats = FpmStats(["ipc:///x"])
+    # a pass with more KV than computed tokens fits both releases: held, no series
+    stats.apply(0, [_msg(0, forward_pass(0, prefill=1, prefill_tokens=10, prefill_kv_tokens=50))])
+    assert value(_scrape(stats), "sglang_scheduler_forward_pass_prefill_cached_tokens_total", stage="",
+                 dp_rank="0") is None
+    # then one with as many KV as computed tokens: the whole KV after the pass (0.5.18-0.5.22)
+    stats.apply(0, [_msg(1, forward_pass(0, prefill=1, prefill_tokens=30, prefill_kv_tokens=30))])
+    assert value(_scrape(stats), "sglang_scheduler_forward_pass_prefill_cached_tokens_total", stage="",
+                 dp_rank="0") == 40

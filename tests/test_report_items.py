@@ -479,9 +479,9 @@ def test_a_tiny_log_concludes_no_regime_and_no_never():
 
 def test_capacity_of_several_dp_ranks_says_per_rank():
     k = from_files(CORPUS / "024-dp-attention-mtp-dp-tp-tags.log")["kv_capacity"]
-    assert (k["dp_ranks"], k["capacity_scope"]) == (5, "per DP rank")
+    assert (k["dp_ranks"], k["capacity_scope"]) == (8, "per DP rank")  # tags DP0..DP7, 5 printing
     assert "per DP rank" in k["verdict"]["text"]
-    assert "per DP rank (5 ranks)" in text(from_files(CORPUS / "024-dp-attention-mtp-dp-tp-tags.log"))
+    assert "per DP rank (8 ranks)" in text(from_files(CORPUS / "024-dp-attention-mtp-dp-tp-tags.log"))
 
 
 def test_an_omni_log_without_server_args_gets_omnis_advice_and_the_assumed_interval_is_said(capsys):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from conftest import samples, value
+from conftest import CORPUS, samples, value
 from exporter.scheduler.collector import PipelineCollector
 from exporter.scheduler.pipeline import MAX_STAGES
 from exporter.scheduler.state import SchedulerStates
@@ -76,3 +76,15 @@ def test_stage_names_from_the_log_cannot_grow_the_series_without_bound():
     m = scrape(store)
     assert len({dict(k[1])["stage"] for k in m if k[0] == "sglang_omni_stage_started"}) == MAX_STAGES
     assert ingest.stats.lines[("omni", "malformed")] == 10
+
+
+def test_submitted_is_absent_where_the_log_level_hides_it():
+    """Issue 34 item 5: a real SGLang Omni 0.1.9 pipeline at INFO (corpus 064) admitted requests on
+    both stages, but 'Coordinator submitted' is DEBUG there: no series, never a 0."""
+    store, _ = feed(*(CORPUS / "064-real-omni-0.1.9-shim-two-stages.log").read_text().splitlines())
+    m = scrape(store)
+    assert value(m, "sglang_omni_stage_lifecycle_events_total", stage="thinker", event="started") == 1
+    assert not any(name == "sglang_omni_requests_submitted_total" for name, _ in m)
+    store, _ = feed("2026-08-20 10:15:01,311 [INFO] sglang_omni.pipeline.coordinator: Coordinator submitted "
+                    "req=chatcmpl-7f3a9c to preprocessing at ipc:///tmp/sglang_omni/qwen3_omni/stage_preprocessing.sock")
+    assert value(scrape(store), "sglang_omni_requests_submitted_total") == 1

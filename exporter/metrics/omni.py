@@ -29,8 +29,9 @@ def _o(name, type_, labels, unit, read, source, help_) -> MetricDef:
 
 PIPELINE_ROWS = (
     _p("sglang_omni_requests_submitted_total", COUNTER, (), "requests", "submitted",
-       "'Coordinator submitted req=... to STAGE at ENDPOINT' (coordinator, INFO)",
-       "Requests the SGLang Omni coordinator submitted to the pipeline's entry stage."),
+       "'Coordinator submitted req=... to STAGE at ENDPOINT' (coordinator; DEBUG since SGLang Omni 0.1.7)",
+       "Requests the SGLang Omni coordinator submitted to the pipeline's entry stage; absent until the first "
+       "such line (DEBUG since SGLang Omni 0.1.7: at INFO it never appears, never a false 0)."),
     _p("sglang_omni_requests_aborted_total", COUNTER, (), "requests", "aborted",
        "'Coordinator aborted req=...' (coordinator, INFO)",
        "Requests the SGLang Omni coordinator aborted."),

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 from ..limits import DEFAULT_DECODE_LOG_INTERVAL, QUEUE_SAMPLE_MAX_GAP_SECONDS
+from ..scheduler.state import ends_in_chunk
 from .files import InputFile
 from .read import Recorder
 from .samples import DecodeRow, PrefillRow, ReplicaSamples, RetractionRow
@@ -88,18 +89,19 @@ def infer_chunk_size(rows: list[PrefillRow]) -> int | None:
     return top
 
 
-def count_admissions(rows: list[PrefillRow], chunk: int | None, inferred: bool) -> int:
+def count_admissions(rows: list[PrefillRow], chunk: int | None, inferred: bool, mixed: bool = False) -> int:
     """Requests admitted from the queue over one replica's Prefill lines, in log order.
 
     ``#new-seq`` counts the continuing chunk of a chunked prefill again (it left the queue with its
     first chunk); a line whose ``#new-token`` reaches ``chunk`` ends in such a chunk, so the next line
     counts one sequence less (the rule of the metrics). With an ``inferred`` size the next line must
-    also agree (:func:`_may_continue`).
+    also agree (:func:`_may_continue`). With ``mixed`` (``--enable-mixed-chunk``) a chunk's budget is
+    ``chunk`` less the line's ``#running-req`` (:func:`~exporter.scheduler.state.ends_in_chunk`).
     """
     admitted = 0
     prev: PrefillRow | None = None
     for r in rows:
-        cont = prev is not None and chunk is not None and prev.new_token >= chunk
+        cont = prev is not None and ends_in_chunk(prev.new_token, chunk, prev.running, mixed)
         if cont and inferred and not _may_continue(prev, r):
             cont = False
         admitted += max(r.new_seq - (1 if cont else 0), 0)
@@ -239,7 +241,7 @@ def basis(rec: Recorder, inputs: list[InputFile]) -> Basis:
             inferred = size is not None
             if inferred:
                 inferred_sizes.add(size)
-        admitted += count_admissions(rows, size, inferred)
+        admitted += count_admissions(rows, size, inferred, st.mixed_chunk())
     if chunk is None and len(inferred_sizes) == 1:
         chunk, chunk_source = inferred_sizes.pop(), "inferred: the largest #new-token, repeated"
 

@@ -20,7 +20,7 @@ from .basis import ESTIMATE_MIN_USAGE, Basis, pool_size_estimate
 from .domains import AMOUNT, COUNT, FREE, LABEL, POSITIVE, REASONS, SHARE, VERDICT, Dist, Figures, MapOf, Range, verdict
 from .fmt import num
 from .linedata import _value
-from .stats import distribution, ratio
+from .stats import distribution, plural, ratio
 
 from ..method import OFFLINE_RANGE, SAFETY_FACTOR, capacity_requests, kv_tokens_per_request, safe_capacity
 
@@ -114,6 +114,23 @@ def _footprints(b: Basis) -> tuple[list[tuple[float, int]], list[float]]:
     return rows, prealloc
 
 
+def dp_rank_count(b: Basis) -> tuple[int | None, str]:
+    """The server's DP ranks and where the count comes from: ``dp_size`` of ``server_args``; else the
+    highest ``DPn`` tag of a scheduler + 1 (a lower bound: a rank that printed no line is not seen, yet
+    a tag ``DP7`` means at least 8); else the schedulers that printed Decode lines. ``(None, "")``
+    without Decode lines."""
+    seen = len(b.decode_by_sched)
+    if not seen:
+        return None, ""
+    sa = b.rec.server_args.get("dp_size", "")
+    if sa.isascii() and sa.isdigit() and 1 <= len(sa) <= 6 and int(sa) >= seen:
+        return int(sa), "server_args dp_size"
+    tags = [int(dp) for stage, dp in b.rec.states.schedulers if not stage and dp.isascii() and dp.isdigit()]
+    if tags and max(tags) + 1 > seen:
+        return max(tags) + 1, f"highest DP tag DP{max(tags)} + 1; {seen} printed Decode lines"
+    return seen, "schedulers with Decode lines"
+
+
 def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None = None,
             decode_p99: int | None = None) -> dict:
     """The ``kv_capacity`` section of the report document."""
@@ -170,7 +187,8 @@ def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None =
                     "the log has neither the start-up capacity line nor server_args")
     f.set("decode_batch_p99", decode_p99, "no Decode lines")
     # the capacity, the ceilings and the recommendation are those of one scheduler's KV pool
-    ranks = f.set("dp_ranks", len(b.decode_by_sched) or None, "no Decode lines")
+    ranks, ranks_from = dp_rank_count(b)
+    ranks = f.set("dp_ranks", ranks, "no Decode lines")
     scope = f.put("capacity_scope", "per DP rank" if ranks and ranks > 1 else "server" if ranks else None)
     kv_model = None
     if model_config is not None:
@@ -197,12 +215,15 @@ def section(b: Basis, model_config: dict | None = None, kv_bytes: float | None =
                    f"(the token pool: {num(pools.get('kv'))})")
         text = how + (f", {safe} at the {SAFETY_FACTOR:g} safety factor." if safe else f"; {few}.")
         if scope == "per DP rank":
-            text += (f" These figures are per DP rank (each of the {ranks} DP ranks has its own KV pool): "
+            text += (f" These figures are per DP rank (each of the {ranks} DP ranks ({ranks_from}) has its own KV pool): "
                      f"--max-running-requests is the ceiling of each rank's scheduler (with DP attention SGLang "
                      f"divides it among the ranks: {ranks} x the per-rank figure for the server).")
         if ceiling and (not safe or ceiling > safe):
+            events = int(b.total("retractions"))
             v = verdict("ceiling_above_safe", text + f" The configured ceiling {ceiling} is above it: the KV pool, "
-                        "not the ceiling, decides the batch, and retractions follow.")
+                        "not the ceiling, decides the batch" + (
+                            f", and the log's {plural(events, 'retraction')} followed." if events else
+                            ", and retractions follow once the load fills the pool (none in this log)."))
         elif ceiling:
             v = verdict("ceiling_within_safe", text + f" The configured ceiling {ceiling} is within it.")
         else:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from .. import method
 from .basis import Basis
+from .basis import _active as active_span  # the same idle-capped span as Basis.active_seconds
 from .domains import AMOUNT, COUNT, FLAG, LABEL, REASONS, VERDICT, Dist, Figures, verdict
 from .fmt import num
 from .stats import distribution, ratio
@@ -215,3 +216,42 @@ def section(b: Basis) -> dict:
                     " Percentiles need --enable-request-time-stats-logging or --log-requests."))
     f.put("verdict", v)
     return f.done()
+
+
+def arrival_window(b: Basis) -> tuple[float, int] | None:
+    """Where the log's requests arrived: ``(active seconds, requests admitted before)`` from the start
+    of the load's busy period to the last sign of an arrival, over the schedulers; ``None`` where the
+    log cannot place its arrivals.
+
+    A sign of an arrival is a line whose ``#queue-req`` is above the previous line's by more than the
+    requests retracted in between (retraction lines put theirs back in the queue). The busy period
+    starts at the last Prefill line admitting into an empty server (``#running-req: 0``) before the
+    first rise; the requests admitted before it (a warm-up) are returned apart. A request admitted at
+    once shows no rise, so the window holds only where, once the queue emptied after the last rise, at
+    most one Prefill line admitted (the one whose pass emptied it: SGLang prints it after the pass);
+    else ``None``. Silences longer than :data:`~exporter.limits.QUEUE_SAMPLE_MAX_GAP_SECONDS` count as
+    that cap, as in ``Basis.active_seconds``. A load sent in a burst and worked off for minutes ends its
+    window early: an arrival rate over the whole log averages the drain in.
+    """
+    last, first_rise, rows_of = None, None, {}
+    for sched in set(b.decode_by_sched) | set(b.prefill_by_sched):
+        rows = [(r.seq, r.t, r.queue, 0, False) for r in b.decode_by_sched.get(sched, ()) if r.t is not None]
+        rows += [(r.seq, r.t, r.queue, r.new_seq, r.running == 0)
+                 for r in b.prefill_by_sched.get(sched, ()) if r.t is not None]
+        rows = rows_of[sched] = [r for r in sorted(rows) if r[2] is not None]
+        retracted = [(r.t, r.requests) for r in b.retractions_by_sched.get(sched, ()) if r.t is not None]
+        for (_, t0, q0, _, _), (_, t, q, _, _) in zip(rows, rows[1:]):
+            if q > q0 + sum(n for rt, n in retracted if t0 <= rt <= t):
+                last = t if last is None else max(last, t)
+                first_rise = t if first_rise is None else min(first_rise, t)
+    if last is None:
+        return None
+    for rows in rows_of.values():
+        emptied = next((t for _, t, q, _, _ in rows if t >= last and q == 0), None)
+        if emptied is not None and sum(1 for _, t, _, admitted, _ in rows if t >= emptied and admitted) > 1:
+            return None
+    every = [r for rows in rows_of.values() for r in rows]
+    starts = [t for _, t, _, admitted, into_empty in every if into_empty and admitted and t <= first_rise]
+    start = max(starts) if starts else min(r[1] for r in every)
+    before = sum(admitted for _, t, _, admitted, _ in every if t < start)
+    return active_span(sorted(r[1] for r in every if start <= r[1] <= last))[1], before

@@ -107,9 +107,10 @@ def _interval_source(r: dict) -> str:
 
 
 def _retractions(r: dict) -> list[tuple[str, str]]:
-    shares = [w["share"] for w in r["windows"] if w["share"] is not None]
+    shares = [w["share"] for w in r["windows"] if w["share"] is not None and w["batches"] >= method.MIN_WINDOW_BATCHES]
     windows = (f"peak {pct(r['peak_window_share'], 2)}, {r['windows_above_rule']} of "
-               f"{plural(len(shares), 'window')} above {method.RETRACTION_RULE:.0%}" if r["peak_window_share"] is not None
+               f"{plural(len(shares), 'window')} above {method.RETRACTION_RULE:.0%} (windows of "
+               f"{method.MIN_WINDOW_BATCHES}+ batches)" if r["peak_window_share"] is not None
                else fig(r, "peak_window_share"))
     return [
         ("events / requests retracted", f"{r['events']} / {r['requests']}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .. import method
 from .basis import Basis
+from .queue import arrival_window
 from .domains import LABEL, VERDICT, ListOf, Record, verdict
 from .fmt import count_range, num, pct
 from .stats import coefficient_of_variation, distribution, plural
@@ -75,6 +76,20 @@ def section(b: Basis, batch: dict, retractions: dict) -> dict:
     return {"verdict": v, "saturation_signals": saturated}
 
 
+def _burst(b: Basis, queue: dict, arrivals: float) -> str:
+    """Where the requests arrived within a short part of the log (:func:`~.queue.arrival_window`
+    shorter than half the active time), the rate while they arrived; else ``""``."""
+    w = arrival_window(b)
+    if w is None or not b.active_seconds or w[0] >= b.active_seconds / 2:
+        return ""
+    n = arrivals * b.active_seconds - w[1]
+    return (f" But that average includes the time the server worked off its queue: the requests arrived within "
+            f"{num(w[0], 0, ' s')} (from the load's first admission to the last rise of #queue-req"
+            + (f", after {plural(w[1], 'earlier admission')}" if w[1] else "") + "), at about "
+            + (f"{num(n / w[0], 1, ' requests/s')}" if w[0] >= 1 else f"{num(n)} requests at once (within a second)")
+            + ".")
+
+
 def checklist(b: Basis, window: float, scenario: dict, retractions: dict, kv: dict, queue: dict) -> list[dict]:
     """The method's checklist (section 6), each question with ``answerable`` and an ``answer``."""
     rec = b.rec
@@ -125,6 +140,7 @@ def checklist(b: Basis, window: float, scenario: dict, retractions: dict, kv: di
          "answer": from_log or (f"About {num(arrivals, 2, ' new requests/s')} (admitted {queue['admitted_requests']} + queue "
                     f"growth {growth} - retracted {retractions['requests']}, over "
                     f"{num(b.active_seconds, 0, ' s')}); admissions {_fig(queue, 'admission_rate_per_second', 2, '/s')}."
+                    + _burst(b, queue, arrivals)
                     if arrivals is not None else "Arrival rate: " + _fig(queue, "arrival_rate_per_second") + ".")},
         {"question": "Are several priorities mixed? Then how is capacity shared?", "answerable": "no",
          "answer": "Scheduler lines carry no priority; "

@@ -12,6 +12,7 @@ stats lines (idle gaps capped, see :mod:`exporter.report.basis`).
 from __future__ import annotations
 
 from .basis import Basis
+from .classes import unseen_preemptions
 from .domains import AMOUNT, COUNT, LABEL, REASONS, SHARE, VERDICT, Dist, Figures, verdict
 from .fmt import num, pct
 from .. import method
@@ -72,9 +73,13 @@ def section(b: Basis) -> dict:
     f.set("retractions_not_sized", b.rec.unestimated_retractions)
     before_log = (f"the retracted requests' work started before this log: their recompute "
                   f"({num(recomputed)} tokens) exceeds the work the log shows ({num(computed)} tokens)")
-    useful = f.set("useful_tokens", method.useful_tokens(computed, recomputed), before_log)
-    rshare = f.set("recompute_share", method.recompute_share(recomputed, computed),
-                   "nothing computed in the log: no Prefill/Decode lines" if not computed else before_log)
+    unseen = unseen_preemptions(b)
+    if unseen:
+        f.put("recomputed_tokens_method", "retraction lines only (priority preemptions cannot be seen)")
+    useful = f.set("useful_tokens", None if unseen else method.useful_tokens(computed, recomputed),
+                   unseen or before_log)
+    rshare = f.set("recompute_share", None if unseen else method.recompute_share(recomputed, computed),
+                   "nothing computed in the log: no Prefill/Decode lines" if not computed else unseen or before_log)
     f.set("cache_hit_ratio", ratio(p_cached, p_cached + p_comp),
           "no Prefill lines" if not b.prefill else "the Prefill lines computed no prompt tokens")
     why = seconds_reason(b)
@@ -88,6 +93,10 @@ def section(b: Basis) -> dict:
         v = verdict("unknown", "No Prefill/Decode lines: nothing computed in the log."
                     + (f" {plural(b.rec.unestimated_retractions, 'retraction')} whose recompute cannot be sized."
                        if b.rec.unestimated_retractions else ""))
+    elif unseen:
+        v = verdict("unknown_recompute", f"The recomputed share of the throughput cannot be given: {unseen}"
+                    + (f"; the {plural(retractions, 'retraction')} of the log recomputed {num(recomputed)} tokens."
+                       if retractions else "."))
     elif retractions and not recomputed:
         v = verdict("unknown_recompute", f"{plural(retractions, 'retraction')}, but their recompute cannot be "
                     "sized (no #new_tokens_gained and no Decode line before them): the throughput includes an "

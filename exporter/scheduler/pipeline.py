@@ -31,7 +31,9 @@ class PipelineState:
 
     Attributes:
         seen: An Omni pipeline line was read (the families stay empty for plain SGLang).
-        submitted / aborted: Requests the coordinator submitted / aborted.
+        submitted / aborted: Requests the coordinator submitted / aborted. ``submitted`` is ``None``
+            (the series absent) until the first ``Coordinator submitted`` line: SGLang Omni prints it
+            at DEBUG since 0.1.7, so at INFO a 0 beside dozens of admissions would be false.
         rejected: ``(stage, reason)`` -> rejected requests; ``stage`` is ``""`` for the coordinator's
             in-flight cap and for a stage process's line that names no stage (no shim).
         in_flight_cap: The coordinator's in-flight cap, or ``None`` when not printed.
@@ -43,7 +45,7 @@ class PipelineState:
     """
 
     seen: bool = False
-    submitted: int = 0
+    submitted: int | None = None
     aborted: int = 0
     rejected: dict[tuple[str, str], int] = field(default_factory=dict)
     in_flight_cap: int | None = None
@@ -74,7 +76,7 @@ class PipelineState:
             return True
         if kind is OmniAdmission:
             if ev.action == "submitted":
-                self.submitted += 1
+                self.submitted = (self.submitted or 0) + 1
             elif ev.action == "aborted":
                 self.aborted += 1
             else:

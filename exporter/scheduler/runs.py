@@ -220,6 +220,8 @@ def applicable(states: SchedulerStates, run: Run) -> bool:
     * Every replica fits under the caps even if all are new, and none carries a rank the state
       refuses (:meth:`SchedulerStates.refusal`; a run holds no start-up line, which ends its block's
       part, so what the state knows of the ranks stands while the run is applied).
+    * ``--enable-mixed-chunk`` is off, or the run has no Prefill line (a run keeps no Prefill line's
+      ``#running-req``, on which a mixed chunk's budget depends).
     * No derived figure comes near the end of the value range (decode tokens, the queue integral's
       step, a recompute estimate: the state refuses a line whose figure would leave it).
     """
@@ -239,6 +241,8 @@ def applicable(states: SchedulerStates, run: Run) -> bool:
     if (len(states.schedulers) + len(new_schedulers) > MAX_SCHEDULERS
             or states.replica_count + new_replicas > MAX_REPLICAS):
         return False
+    if states.mixed_chunk() and any(rr.prefill_lines for rr in run.replicas):
+        return False  # a chunk's budget depends on each Prefill line's #running-req: SchedulerStates._prefill
     for rr in run.replicas:
         interval = states.interval_for(rr.origin.stage)[0]
         if rr.peak_queue * QUEUE_SAMPLE_MAX_GAP_SECONDS >= _NEAR_MAX or rr.peak_tokens * interval >= _NEAR_MAX:

@@ -205,6 +205,19 @@ def _replica_tags(replica: str) -> list[tuple[str, str]]:
     return out
 
 
+
+def ends_in_chunk(new_token: int, chunk: int | None, running: int | None, mixed: bool) -> bool:
+    """Whether a Prefill line's batch ended in a chunk (its last request continues in a later line).
+
+    SGLang's ``PrefillAdder`` gives a pass ``chunked_prefill_size`` tokens, less the running requests'
+    decode tokens with ``--enable-mixed-chunk`` (``scheduler.py``: ``running_bs if is_mixed_chunk``);
+    a chunk fills that budget, so ``#new-token`` reaches ``chunk - #running-req`` there, ``chunk``
+    otherwise. ``False`` when the size is unknown.
+    """
+    if chunk is None:
+        return False
+    return new_token >= chunk - ((running or 0) if mixed else 0)
+
 class SchedulerStates:
     """All schedulers seen in the log (by :data:`Key`), server-wide settings read from start-up lines,
     and SGLang Omni's pipeline facts (:attr:`pipeline`).
@@ -279,6 +292,10 @@ class SchedulerStates:
     def kv_allocation(self) -> KvAllocation | None:
         """The latest ``KV Cache is allocated`` line of plain SGLang's schedulers (stage ``""``), or None."""
         return self.kv_allocations.get("")
+
+    def mixed_chunk(self) -> bool:
+        """Whether the latest ``server_args`` line set ``enable_mixed_chunk=True``."""
+        return self.server_args is not None and self.server_args.enable_mixed_chunk
 
     def chunked_prefill_size(self, sched: SchedulerState, stage: str = "") -> int | None:
         """``chunked_prefill_size`` from the capacity line (the scheduler's, else its stage's latest),
@@ -523,7 +540,7 @@ class SchedulerStates:
         # #new-seq counts a continuing chunk of a chunked prefill again; it left the queue earlier.
         r.admitted_requests += max(ev.new_seq - (1 if r.prev_prefill_chunked else 0), 0)
         chunk = self.chunked_prefill_size(s, ev.origin.stage)
-        r.prev_prefill_chunked = chunk is not None and ev.new_token >= chunk
+        r.prev_prefill_chunked = ends_in_chunk(ev.new_token, chunk, ev.running_req, self.mixed_chunk())
         top = ev.kv.max_device_ratio
         if top is not None:
             r.kv_usage_prefill.observe(top)

@@ -88,7 +88,12 @@ class RankStats:
         prefill_requests, decode_requests: Requests per pass, observed when the phase has requests.
         seconds: ``wall_time`` of every pass.
         prefill_tokens: Prompt tokens computed per pass with prefill requests.
-        prefill_cached_tokens: Sum of ``sum_prefill_kv_tokens`` (read from the KV cache, not computed).
+        prefill_cached_tokens: Prompt tokens read from the KV cache, not computed, from
+            ``sum_prefill_kv_tokens`` taken for what the publisher's release fills in
+            (:meth:`add_prefill_kv`); None until the stream has shown which.
+        kv_after_pass: Whether ``sum_prefill_kv_tokens`` is the requests' whole KV after the pass
+            (SGLang 0.5.18-0.5.22: ``len(req.prefix_indices)`` after result processing) rather than the
+            cached prefix at schedule time (0.5.23+: ``batch.prefix_lens``); None while undecided.
         decode_kv_tokens: Sum of ``sum_decode_kv_tokens`` (KV context of the decode requests).
         queued: ``queued_requests`` of the latest pass; None before the first.
         last_pass_wall: Wall-clock time the latest pass was received.
@@ -100,11 +105,41 @@ class RankStats:
     decode_requests: Buckets = field(default_factory=lambda: Buckets(REQUESTS_BUCKETS, table=True))
     seconds: Buckets = field(default_factory=lambda: Buckets(SECONDS_BUCKETS))
     prefill_tokens: Buckets = field(default_factory=lambda: Buckets(PREFILL_TOKENS_BUCKETS))
-    prefill_cached_tokens: int = 0
+    prefill_cached_tokens: int | None = None
+    kv_after_pass: bool | None = None
+    pending_kv: int = 0
+    pending_tokens: int = 0
     decode_kv_tokens: int = 0
     queued: QueuedRequestMetrics | None = None
     last_pass_wall: float | None = None
     last_message: float = 0.0
+
+
+    def add_prefill_kv(self, kv: int, tokens: int) -> None:
+        """Count one prefill pass's cached prompt tokens from ``sum_prefill_kv_tokens`` (``kv``) and
+        ``sum_prefill_tokens`` (``tokens``, computed).
+
+        After the pass (0.5.18-0.5.22) ``kv`` is every prefill request's cached prefix plus what the
+        pass computed, so ``kv >= tokens`` always and the cached part is ``kv - tokens``; at schedule
+        time (0.5.23+) ``kv`` is the cached prefix itself. A pass with ``kv < tokens`` shows the
+        latter, one with ``kv == tokens > 0`` (nothing cached, whole KV = what was computed) the
+        former; passes before either are held and counted once it shows (a prefill-only stream
+        without either stays undecided: the series is absent, never a guess).
+        """
+        after = self.kv_after_pass
+        if after is None:
+            if kv < tokens:
+                after = False
+            elif kv == tokens and tokens:
+                after = True
+            else:
+                self.pending_kv += kv
+                self.pending_tokens += tokens
+                return
+            self.kv_after_pass = after
+            kv, tokens = kv + self.pending_kv, tokens + self.pending_tokens
+            self.pending_kv = self.pending_tokens = 0
+        self.prefill_cached_tokens = (self.prefill_cached_tokens or 0) + (max(kv - tokens, 0) if after else kv)
 
 
 @dataclass(slots=True)
@@ -205,7 +240,7 @@ class FpmStats:
                 if npf:
                     r.prefill_requests.observe(npf)
                     r.prefill_tokens.observe(s.sum_prefill_tokens)
-                    r.prefill_cached_tokens += s.sum_prefill_kv_tokens
+                    r.add_prefill_kv(s.sum_prefill_kv_tokens, s.sum_prefill_tokens)
                     r.passes[2 if nd else 0] += 1
                 elif nd:
                     r.passes[1] += 1

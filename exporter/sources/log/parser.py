@@ -403,6 +403,8 @@ _SERVER_ARG = {
     name: re.compile(rf"(?:(?<![\w.]){name}=|'{name}': )(-?\d{{1,9}}|None)(?!\d)", re.ASCII)
     for name in ("decode_log_interval", "chunked_prefill_size", "max_running_requests")
 }
+#: ``enable_mixed_chunk`` of ``server_args``, in both forms.
+_MIXED_CHUNK = re.compile(r"(?:(?<![\w.])enable_mixed_chunk=|'enable_mixed_chunk': )True\b", re.ASCII)
 #: Parallel sizes of ``server_args`` by the rank tag they bound (``docs/log-format.md#rank-tags``).
 _RANK_SIZE = {
     tag: re.compile(rf"(?:(?<![\w.]){name}=|'{name}': )(\d{{1,6}})(?!\d)", re.ASCII)
@@ -440,6 +442,7 @@ def _server_args(line: str, start: int) -> Event | Malformed:
         chunked_prefill_size=chunk if chunk is not None and chunk > 0 else None,
         max_running_requests=values.get("max_running_requests"),
         rank_sizes=sizes,
+        enable_mixed_chunk=_MIXED_CHUNK.search(body) is not None,
     )
 
 
