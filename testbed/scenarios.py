@@ -183,7 +183,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "per-forward-pass stream",
              (Start(_KV_PRESSURE + ("--decode-log-interval", "1", "--enable-forward-pass-metrics",
                                     "--forward-pass-metrics-ipc-name", "{fpm}"),
-                    Load(num_prompts=80, input_len=200, output_len=200, rate=8.0, seed=2)),),
+                    Load(num_prompts=120, input_len=200, output_len=200, rate=float("inf"), seed=2)),),
              fpm_ranks=1),
     # SGLang 0.5.23's CPU engine binds each rank to a NUMA node unless told which cores each gets
     Scenario("dp2", "(d) --dp-size 2: two schedulers, one log",

@@ -11,6 +11,7 @@ it these tests skip locally and fail under ``CI=true``.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from conftest import samples
@@ -148,25 +149,50 @@ def test_the_stream_counts_every_pass_after_the_warm_up(kv):
 
 
 def test_recomputed_tokens_are_the_freed_kv_of_the_retracted_requests(kv):
-    """``method="new_tokens_gained"``: the KV tokens each retraction freed. SGLang's own
+    """``method="new_tokens_gained"``: the KV tokens each retraction freed, every retraction line's
+    ``#new_tokens_gained`` added once (counted here from the log). SGLang's own
     ``num_retracted_input_tokens + num_retracted_output_tokens`` count every token the retracted
-    requests held, which their re-admission prefills again; the freed KV is that less the prefix
-    still shared with the radix cache, so it is at most SGLang's figure, and with random-id prompts
-    (a shared prefix of a few tokens per request) within 10% of it."""
+    requests held, which their re-admission computes again (it equals SGLang's
+    ``prefill_compute - prefill_effective{input}``); the freed KV is that less what the radix cache still
+    held of them at the retraction, so it is at most SGLang's figure. Under a burst the cached part is
+    large and is evicted before the re-admission (0.64x on both releases at this load): the log's figure
+    is then a lower bound of the recompute, the open item 2 of issue 34 (docs/metrics.md)."""
     sglang = kv.sglang_total("sglang:num_retracted_input_tokens_total") + \
         kv.sglang_total("sglang:num_retracted_output_tokens_total")
     got = one(kv.final, "sglang_scheduler_recomputed_tokens_total", method="new_tokens_gained")
-    assert 0.9 * sglang <= got <= sglang, (got, sglang)
+    printed = sum(int(n) for n in re.findall(r"#new_tokens_gained: (\d+)", kv.run.log.read_text(errors="replace")))
+    assert got == printed > 0, (got, printed)
+    assert 0.5 * sglang <= got <= sglang, (got, sglang)
+
+
+def _stamp_resolution_bound(log: str, admitted: float) -> float:
+    """The most the time-integrated queue can be off per admission when lines are stamped to the
+    second: within each second the queue is known only to lie between the least and the largest
+    ``#queue-req`` printed in it (with the value carried in from the second before), for at most the
+    whole second; summed over the seconds, over the admissions."""
+    spread: dict[str, tuple[int, int]] = {}
+    last = None
+    for m in re.finditer(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\].*#queue-req: (\d+)", log, re.M):
+        second, q = m.group(1), int(m.group(2))
+        if second not in spread:
+            spread[second] = (q, q) if last is None else (min(q, last), max(q, last))
+        low, high = spread[second]
+        spread[second] = (min(low, q), max(high, q))
+        last = q
+    return sum(high - low for low, high in spread.values()) / admitted
 
 
 def test_queue_wait_agrees_with_sglangs_queue_time(kv):
     """Estimated (Little's law over the stats lines): the time-integrated queue over admissions.
     SGLang observes ``queue_time_seconds`` once per request; the log's queue is seen on every pass
-    at interval 1 and stamped to the second, so the mean wait is within 10% of SGLang's."""
+    at interval 1 and stamped to the second, so the mean wait is within 10% of SGLang's, or within
+    what 1-s stamps can resolve where the waits are shorter than that (an idle machine runs the load
+    with waits of ~20 ms: then the log's integral may read 0, and the stamps' bound is what holds)."""
     sglang = kv.sglang_total("sglang:queue_time_seconds_sum") / kv.sglang_total("sglang:queue_time_seconds_count")
-    ours = one(kv.final, "sglang_scheduler_queue_request_seconds_total") / \
-        one(kv.final, "sglang_scheduler_admitted_requests_total")
-    assert ours == pytest.approx(sglang, rel=0.10), (ours, sglang)
+    admitted = one(kv.final, "sglang_scheduler_admitted_requests_total")
+    ours = one(kv.final, "sglang_scheduler_queue_request_seconds_total") / admitted
+    bound = _stamp_resolution_bound(kv.run.log.read_text(errors="replace"), admitted)
+    assert abs(ours - sglang) <= max(0.10 * sglang, bound), (ours, sglang, bound)
     assert kv.report["queue_latency"]["mean_wait_seconds_littles_law"] == pytest.approx(ours, rel=1e-6)
 
 
