@@ -15,6 +15,15 @@ CORPUS = ROOT / "tests" / "corpus"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+def default_sigint() -> None:
+    """``preexec_fn`` of a command a test interrupts with SIGINT: SIGINT's default action in the child,
+    as a terminal's foreground job has it. A test run started as a background job of a shell without job
+    control (``cmd &``) inherits SIGINT ignored, and Python then never raises ``KeyboardInterrupt``."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def corpus_files() -> list[Path]:
     """Every real log of the corpus (fails loudly when the corpus is missing)."""
     files = sorted(CORPUS.glob("*.log"))

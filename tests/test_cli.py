@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, ROOT, value
+from conftest import CORPUS, ROOT, default_sigint, value
 from prometheus_client.parser import text_string_to_metric_families
 from exporter_support import DEADLINE, Exporter, command
 
@@ -371,7 +371,8 @@ def test_ctrl_c_stops_a_one_shot_with_one_line_and_exit_130(tmp_path):
             f.write(lines)
     # the interval given: the interruption's line is the only one (an assumed interval is said too)
     proc = subprocess.Popen([*command(), "--one-shot", "--log.path", str(path), "--sglang.decode-log-interval", "40"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=default_sigint)
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and proc.poll() is None:  # wait until the workers are forked

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from realserver_support import require_stack
 
-from conftest import ROOT
+from conftest import ROOT, default_sigint
 from exporter.report.files import read_logs
 from exporter.traffic import RequestLog
 from testbed import stack
@@ -152,7 +152,7 @@ def test_ctrl_c_stops_the_running_server_and_keeps_what_is_done(tmp_path, trace)
            "--port", str(port), "--out", str(out), "--trace", str(trace),
            "--client", shlex.join([str(stack.python(VERSION)), "-m", "sglang.benchmark.serving"])]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, **ENV))
+                            env=dict(os.environ, **ENV), preexec_fn=default_sigint)
     deadline = time.monotonic() + 300
     while not _port_users(port) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
