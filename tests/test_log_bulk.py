@@ -12,10 +12,11 @@ import os
 import re
 import random
 import sys
+import subprocess
 
 import pytest
 from bulk_support import TEMPLATE_TITLES, corpus_lines, exposition, fuzzed_log, mutate, read_log
-from conftest import ROOT, corpus_files
+from conftest import ROOT, corpus_files, value
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -701,3 +702,33 @@ def test_worker_processes_end_with_a_killed_one_shot(tmp_path, sig):
     for p in left:
         os.kill(p, signal.SIGKILL)
     assert not left
+
+
+def test_replayed_tokens_and_mixed_chunks_count_alike_by_both_paths(tmp_path, monkeypatch):
+    """SGLang 0.5.21's ``#replay-token`` (tokens computed again to replay a sliding-window state) is
+    counted in ``prefill_computed_tokens_total``: the bulk path took the line from the parser and
+    dropped it (21,650 where the per-line path counted 22,250 on these 50 lines) while each path kept
+    its own counting rule. Both now call :mod:`exporter.scheduler.rules`. With mixed chunks a run of
+    Prefill lines is now applied as a run too, with each line's ``#running-req`` (hand count: 433 >=
+    512 - 90 ends in a chunk, so the next line admits 2 of its 3)."""
+    replay = ("[2026-12-01 21:20:{:02d}] Prefill batch, #new-seq: 3, #new-token: 433, #cached-token: 0, "
+              "token usage: 0.66, #running-req: 9, #queue-req: 97, #pending-token: 14745, #replay-token: 12, "
+              "cpu graph: False, input throughput (token/s): 7997.04")
+    path = tmp_path / "replay.log"
+    path.write_text("\n".join(replay.format(i) for i in range(50)) + "\n")
+    text = _same(path, monkeypatch)
+    assert value(text, "sglang_scheduler_prefill_computed_tokens_total", dp_rank="0", stage="") == 50 * (433 + 12)
+
+    plain = ("[2026-12-01 21:21:{:02d}] Prefill batch, #new-seq: 3, #new-token: 433, #cached-token: 0, "
+             "token usage: 0.66, #running-req: {}, #queue-req: 97, cpu graph: False, input throughput (token/s): 7997.04")
+    lines = ["[2026-12-01 21:19:00] server_args=ServerArgs(model_path='m', chunked_prefill_size=512, "
+             "enable_mixed_chunk=True, decode_log_interval=40)"]
+    lines += [plain.format(i, 90 if i % 2 == 0 else 9) for i in range(40)]
+    path = tmp_path / "mixed.log"
+    path.write_text("\n".join(lines) + "\n")
+    text = _same(path, monkeypatch)
+    # #running-req 90 (ends in a chunk), then 9 (admits 3 - 1), 20 times.
+    assert value(text, "sglang_scheduler_admitted_requests_total", dp_rank="0", stage="") == 20 * 3 + 20 * 2
+    one_shot = subprocess.run([sys.executable, "-m", "exporter", "--one-shot", "--log.path", str(path)],
+                              capture_output=True, text=True, timeout=120, check=True).stdout
+    assert value(one_shot, "sglang_exporter_log_template_lines_total") == 40  # as a run, not line by line

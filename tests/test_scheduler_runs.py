@@ -1,5 +1,8 @@
 """A run's queue integral (exporter/scheduler/runs.py) is the one the state adds line by line.
 
+Both go through :func:`exporter.scheduler.rules.integrate_queue` and :func:`~exporter.scheduler.rules.queue_step`;
+what differs is only where the steps between a run's own lines are computed.
+
 :class:`ReplicaRun` computes the steps between its own lines when it is finished (on a worker
 process, for large inputs) and :func:`apply_run` adds them to the replica's integral; the reference is
 ``SchedulerStates._integrate_queue`` applied to the same lines one by one, from the same state. The
@@ -13,8 +16,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from exporter.events import Origin
-from exporter.scheduler.runs import ReplicaRun, _integrate_queue
-from exporter.scheduler.state import QUEUE_SAMPLE_MAX_GAP_SECONDS, ReplicaCounters, SchedulerStates
+from exporter.scheduler import rules
+from exporter.scheduler.runs import ReplicaRun, integrate_run_queue
+from exporter.scheduler.state import QUEUE_SAMPLE_MAX_GAP_SECONDS, ReplicaCounters, queue_clock
 
 CLOCKS = ("log", "tod", "wall")
 #: Times where equal, capped and midnight-wrapping steps start.
@@ -60,11 +64,12 @@ def lines_of_a_replica(draw) -> list[tuple[int, str, float]]:
 
 
 def line_by_line(state: tuple, lines: list[tuple[int, str, float]], wall: float) -> ReplicaCounters:
-    """The reference: each line through ``SchedulerStates._integrate_queue``, as the per-line path does."""
+    """The reference: each line through :func:`rules.integrate_queue` alone, as the per-line path does."""
     r = counters(state)
     for q, clock, t in lines:
         origin = Origin(log_time=None if clock == "wall" else t, time_of_day_only=clock == "tod")
-        SchedulerStates._integrate_queue(r, origin, q, wall)
+        at = queue_clock(origin, wall)
+        rules.integrate_queue(r, at, (), at, q)
     return r
 
 
@@ -77,7 +82,7 @@ def as_run(state: tuple, lines: list[tuple[int, str, float]], wall: float) -> Re
         rr.queue_clock.append(clock)
     rr.finish({})  # no histogram column is filled: no bucket bounds needed
     r = counters(state)
-    _integrate_queue(r, rr, wall)
+    integrate_run_queue(r, rr, wall)
     return r
 
 

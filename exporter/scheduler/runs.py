@@ -8,14 +8,14 @@ latest values of each scheduler. :func:`apply_run` applies such a run so that th
 exactly as if every line had been applied by :meth:`SchedulerStates.apply` in order, byte for byte
 in what the collector serves:
 
-* counts and integer sums are added; histogram buckets are counted where the run was built;
-* every float that the per-line path accumulates (histogram sums, decode tokens, recomputed tokens,
-  the queue integral) is accumulated here in the same order with the same operations, one C-level
-  ``functools.reduce`` per column, so that the rounding is the same;
+* every count, sum and histogram goes through the counting rules of :mod:`.rules`, the functions the
+  per-line path calls with one line's values: here with the run's columns, so that the rule is written
+  once and the floats are summed in the same order with the same operations (histogram buckets are
+  counted where the run was built, with the rules' :func:`~.rules.bucket_counts`);
 * what depends on the state before the run (the replica's previous queue sample and chunked-prefill
   flag, the decode-log interval, the chunked-prefill size, a scheduler's tokens per running request
   before its first Decode line of the run) is read from the state when the run is applied;
-* gauges take the scheduler's latest line of any replica.
+* gauges take the scheduler's latest line of any replica (:func:`~.rules.stats_gauges`: the values a line sets, for both paths).
 
 A run is applied only where the state would refuse none of its lines (:func:`applicable`: the
 caps, impossible rank tags, a derived figure near the end of the value range); otherwise the caller
@@ -25,17 +25,16 @@ feeds its lines through the per-line path, which refuses exactly the lines the s
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import reduce
-from itertools import islice, repeat
-from operator import add, ge, mul, sub
+from itertools import repeat
+from operator import mul
 from typing import Any
 
 from ..events import DecodeBatch, Origin
 from ..limits import MAX_REPLICAS, MAX_SCHEDULERS, MAX_VALUE, QUEUE_SAMPLE_MAX_GAP_SECONDS
-from .state import ReplicaCounters, SchedulerState, SchedulerStates
+from . import rules
+from .state import SchedulerStates
 
 #: Histograms of :class:`ReplicaCounters` a run fills, with the column each one observes.
 RUN_HISTOGRAMS = (
@@ -46,7 +45,7 @@ RUN_HISTOGRAMS = (
     ("kv_usage_prefill", "prefill_top"),
     ("queue_wait", "queue_wait"),
 )
-_INT_COLUMNS = ("running", "new_seq", "new_token", "queue", "retracted", "gained")
+_INT_COLUMNS = ("running", "new_seq", "new_token", "prefill_running", "queue", "retracted", "gained")
 _FLOAT_COLUMNS = ("decode_top", "prefill_top", "queue_wait")
 
 
@@ -61,8 +60,9 @@ class ReplicaRun:
         decode_top: Largest device-pool usage of each Decode line that printed a usage.
         accept: ``accept len`` of each Decode line, 1.0 where it printed none or 0 (the factor of
             the decode-token estimate); ``None`` while no line printed one (every factor is 1.0).
-        new_seq / new_token: ``#new-seq`` and ``#new-token`` of each Prefill line.
-        cached_tokens: Sum of ``#cached-token``.
+        new_seq / new_token / prefill_running: ``#new-seq``, ``#new-token`` and ``#running-req`` of
+            each Prefill line.
+        cached_tokens / replay_tokens: Sums of ``#cached-token`` and ``#replay-token``.
         prefill_top: Largest device-pool usage of each Prefill line that printed a usage.
         queue_time / queue / queue_clock: Per stats line with ``#queue-req`` (both kinds): the line's
             own time (``None`` exactly for the wall clock), the value, and the clock (``log``,
@@ -104,7 +104,9 @@ class ReplicaRun:
     prefill_lines: int = 0
     new_seq: Any = field(default_factory=list)
     new_token: Any = field(default_factory=list)
+    prefill_running: Any = field(default_factory=list)
     cached_tokens: int = 0
+    replay_tokens: int = 0
     prefill_top: Any = field(default_factory=list)
     queue_time: Any = field(default_factory=list)
     queue: Any = field(default_factory=list)
@@ -141,11 +143,7 @@ class ReplicaRun:
         for name, column in RUN_HISTOGRAMS:
             values = getattr(self, column)
             if values:
-                edges = bounds[name]
-                counts = [0] * (len(edges) + 1)
-                for value, n in Counter(values).items():  # few distinct values: one bisect each
-                    counts[bisect_left(edges, value)] += n
-                self.buckets[name] = counts
+                self.buckets[name] = rules.bucket_counts(bounds[name], values)
         for name in _INT_COLUMNS:
             setattr(self, name, array("q", getattr(self, name)))
         for name in _FLOAT_COLUMNS:
@@ -165,17 +163,15 @@ class ReplicaRun:
         times, clocks = self.queue_time, self.queue_clock
         steps = array("d")
         if self.queue:
-            cap = QUEUE_SAMPLE_MAX_GAP_SECONDS
+            queue_step = rules.queue_step
             append = steps.append
             lines = zip(self.queue, times, clocks)
             last_q, last_t, last_c = next(lines)
             for q, t, clock in lines:
                 if clock == last_c and t is not None:  # wall clock (t None) twice: the same time
-                    dt = t - last_t
-                    if clock == "tod" and dt < -43200:
-                        dt += 86400  # midnight wrap of a time-only prefix
-                    if dt > 0:
-                        append(last_q * min(dt, cap))
+                    step = queue_step(last_q, last_t, t, clock)
+                    if step is not None:
+                        append(step)
                 last_q, last_t, last_c = q, t, clock
             self.queue_ends = ((times[0], clocks[0]), (last_t, last_c))
         self.queue_steps = steps
@@ -220,8 +216,6 @@ def applicable(states: SchedulerStates, run: Run) -> bool:
     * Every replica fits under the caps even if all are new, and none carries a rank the state
       refuses (:meth:`SchedulerStates.refusal`; a run holds no start-up line, which ends its block's
       part, so what the state knows of the ranks stands while the run is applied).
-    * ``--enable-mixed-chunk`` is off, or the run has no Prefill line (a run keeps no Prefill line's
-      ``#running-req``, on which a mixed chunk's budget depends).
     * No derived figure comes near the end of the value range (decode tokens, the queue integral's
       step, a recompute estimate: the state refuses a line whose figure would leave it).
     """
@@ -241,8 +235,6 @@ def applicable(states: SchedulerStates, run: Run) -> bool:
     if (len(states.schedulers) + len(new_schedulers) > MAX_SCHEDULERS
             or states.replica_count + new_replicas > MAX_REPLICAS):
         return False
-    if states.mixed_chunk() and any(rr.prefill_lines for rr in run.replicas):
-        return False  # a chunk's budget depends on each Prefill line's #running-req: SchedulerStates._prefill
     for rr in run.replicas:
         interval = states.interval_for(rr.origin.stage)[0]
         if rr.peak_queue * QUEUE_SAMPLE_MAX_GAP_SECONDS >= _NEAR_MAX or rr.peak_tokens * interval >= _NEAR_MAX:
@@ -262,7 +254,8 @@ _NEAR_MAX = MAX_VALUE * (1 - 1e-9)
 
 
 def apply_run(states: SchedulerStates, run: Run, wall: float) -> None:
-    """Apply one run (the caller holds the store's lock and has checked :func:`applicable`).
+    """Apply one run (the caller holds the store's lock and has checked :func:`applicable`) through
+    the counting rules of :mod:`.rules`, which the per-line path calls with one line each.
 
     Args:
         states: The state.
@@ -270,87 +263,39 @@ def apply_run(states: SchedulerStates, run: Run, wall: float) -> None:
         wall: Wall-clock time (s since epoch) the lines were read: the time of lines without one of
             their own, and the schedulers' ``last_stats_wall``.
     """
+    mixed = states.mixed_chunk()
     for rr in run.replicas:
         if not (rr.decode_lines or rr.prefill_lines or rr.retractions or rr.retract_aborts or rr.queue_wait):
             continue  # only lines that apply nothing (request time stats with a negative duration)
         sched = states.scheduler(SchedulerStates.key(rr.origin))
         r = sched.replica(rr.origin.replica)
-        _counters(states, sched, r, rr)
-        _integrate_queue(r, rr, wall)
+        stage, b = rr.origin.stage, rr.buckets
+        rules.count_decode(r, states.interval_for(stage)[0], rr.running, rr.accept, rr.decode_top,
+                           rr.kv_tokens, rr.kv_requests, b)
+        rules.count_prefill(r, rr.new_seq, rr.new_token, rr.prefill_running, rr.replay_tokens, rr.cached_tokens,
+                            rr.prefill_top, states.chunked_prefill_size(sched, stage), mixed, b)
+        if rr.retractions:
+            before = sched.mean_tokens_per_running_req
+            estimates = [e for e in (rules.recompute_estimate(reqs, before if mean is None else mean)
+                                     for reqs, mean in rr.estimated) if e is not None]
+            rules.count_retractions(r, rr.retracted, rr.gained, estimates)
+        r.retract_aborts += rr.retract_aborts
+        rules.observe(r.queue_wait, rr.queue_wait, b.get("queue_wait"))
+        integrate_run_queue(r, rr, wall)
     for key, values in run.latest.items():
         s = states.schedulers.get(key)
-        if s is None:
-            continue
-        tables = {"gauge": s.gauges, "pool": s.kv_pools, "pd": s.pd_queues}
-        for (table, name), value in values.items():
-            if table == "mean":
-                s.mean_tokens_per_running_req = value
-            else:
-                tables[table][name] = value
+        if s is not None:
+            rules.set_latest(s, values.items())
     for key in run.stats_schedulers:
         states.schedulers[key].last_stats_wall = wall
 
 
-def _counters(states: SchedulerStates, sched: SchedulerState, r: ReplicaCounters, rr: ReplicaRun) -> None:
-    for name, column in RUN_HISTOGRAMS:
-        counts = rr.buckets.get(name)
-        if counts:
-            h = getattr(r, name)
-            h.counts = list(map(add, h.counts, counts))
-            h.total = reduce(add, getattr(rr, column), h.total)
-    if rr.decode_lines:
-        interval = states.interval_for(rr.origin.stage)[0]
-        r.decode_lines += rr.decode_lines
-        r.decode_steps += interval * rr.decode_lines
-        # running * interval * (accept len or 1.0), added line by line as SchedulerStates._decode does
-        accept = rr.accept if rr.accept is not None else repeat(1.0)
-        r.decode_tokens = reduce(add, map(mul, map(mul, rr.running, repeat(interval)), accept), r.decode_tokens)
-        r.decode_kv_tokens += rr.kv_tokens
-        r.decode_kv_requests += rr.kv_requests
-    if rr.prefill_lines:
-        r.prefill_batches += rr.prefill_lines
-        r.prefill_computed_tokens += sum(rr.new_token)
-        r.prefill_cached_tokens += rr.cached_tokens
-        chunk = states.chunked_prefill_size(sched, rr.origin.stage)  # as SchedulerStates._prefill reads it
-        seq, tok = rr.new_seq, rr.new_token
-        # max(#new-seq - (previous line ended in a chunk), 0), the replica's flag before the run first
-        prev = [r.prev_prefill_chunked]
-        if chunk is not None:
-            prev.extend(map(ge, islice(tok, len(tok) - 1), repeat(chunk)))
-            r.prev_prefill_chunked = tok[-1] >= chunk
-        else:
-            prev.extend(repeat(False, len(tok) - 1))
-            r.prev_prefill_chunked = False
-        r.admitted_requests += sum(map(max, map(sub, seq, prev), repeat(0)))
-    if rr.retractions:
-        r.retractions += rr.retractions
-        r.retracted_requests += sum(rr.retracted)
-        r.retraction_freed_tokens += sum(rr.gained)
-        r.recomputed_tokens_gained = reduce(add, rr.gained, r.recomputed_tokens_gained)
-        before = sched.mean_tokens_per_running_req
-        for reqs, mean in rr.estimated:
-            if mean is None:
-                mean = before
-            if mean is not None:
-                r.recomputed_tokens_estimated += reqs * mean
-    r.retract_aborts += rr.retract_aborts
-
-
-def _integrate_queue(r: ReplicaCounters, rr: ReplicaRun, wall: float) -> None:
-    """The time-weighted ``#queue-req`` integral over the run, as ``SchedulerStates._integrate_queue``
-    adds it line by line: the first line's step from the replica's previous sample, then the run's
-    own steps (:attr:`ReplicaRun.queue_steps`) added in order, so that the rounding is the same."""
+def integrate_run_queue(r, rr: ReplicaRun, wall: float) -> None:
+    """A finished run's ``#queue-req`` samples into replica counters ``r`` (:func:`.rules.integrate_queue`):
+    the first sample's step from the replica's previous one, then the run's own steps; lines without a
+    time of their own read ``wall``."""
     if not rr.queue:
         return
     (t, clock), (last_t, last_c) = rr.queue_ends
-    if t is None:
-        t = wall
-    total = r.queue_request_seconds
-    if r.last_queue is not None and r.last_queue_clock == clock and r.last_queue_time is not None:
-        dt = t - r.last_queue_time
-        if clock == "tod" and dt < -43200:
-            dt += 86400
-        if dt > 0:
-            total += r.last_queue * min(dt, QUEUE_SAMPLE_MAX_GAP_SECONDS)
-    r.queue_request_seconds = reduce(add, rr.queue_steps, total)
-    r.last_queue, r.last_queue_time, r.last_queue_clock = rr.queue[-1], wall if last_t is None else last_t, last_c
+    rules.integrate_queue(r, (wall if t is None else t, clock), rr.queue_steps,
+                          (wall if last_t is None else last_t, last_c), rr.queue[-1])

@@ -64,7 +64,9 @@ from ..limits import (
     QUEUE_SAMPLE_MAX_GAP_SECONDS,
 )
 from .histogram import Histogram
+from . import rules
 from .pipeline import PipelineState
+from .rules import ends_in_chunk  # noqa: F401  (the report's admissions read it from here)
 
 #: A scheduler's identity: ``(stage, dp_rank)``, in the order of :data:`exporter.metrics.SCHEDULER_LABELS`.
 Key = tuple[str, str]
@@ -205,18 +207,6 @@ def _replica_tags(replica: str) -> list[tuple[str, str]]:
     return out
 
 
-
-def ends_in_chunk(new_token: int, chunk: int | None, running: int | None, mixed: bool) -> bool:
-    """Whether a Prefill line's batch ended in a chunk (its last request continues in a later line).
-
-    SGLang's ``PrefillAdder`` gives a pass ``chunked_prefill_size`` tokens, less the running requests'
-    decode tokens with ``--enable-mixed-chunk`` (``scheduler.py``: ``running_bs if is_mixed_chunk``);
-    a chunk fills that budget, so ``#new-token`` reaches ``chunk - #running-req`` there, ``chunk``
-    otherwise. ``False`` when the size is unknown.
-    """
-    if chunk is None:
-        return False
-    return new_token >= chunk - ((running or 0) if mixed else 0)
 
 class SchedulerStates:
     """All schedulers seen in the log (by :data:`Key`), server-wide settings read from start-up lines,
@@ -420,7 +410,7 @@ class SchedulerStates:
                     self.rank_sizes[tag] = size
         elif kind is ReqTimeStats:
             if event.queue_duration >= 0:
-                self.scheduler(key).replica(origin.replica).queue_wait.observe(event.queue_duration)
+                rules.observe(self.scheduler(key).replica(origin.replica).queue_wait, (event.queue_duration,))
         elif kind is RetractAbort:
             self.scheduler(key).replica(origin.replica).retract_aborts += 1
         return None
@@ -450,80 +440,23 @@ class SchedulerStates:
             if value.isdigit() and value.isascii() and int(value) > ranks.get(tag, -1):
                 ranks[tag] = int(value)
 
-    # -- per kind -------------------------------------------------------------------------------
-
-    @staticmethod
-    def _integrate_queue(r: ReplicaCounters, origin: Origin, queue: int | None, wall: float) -> None:
-        """Advance the time-weighted ``#queue-req`` integral (Little's law numerator).
-
-        Time is the line's own timestamp when it has one (so replays of a recorded log integrate
-        over the log's time), else the wall-clock read time. A backwards step or a gap longer than
-        :data:`QUEUE_SAMPLE_MAX_GAP_SECONDS` adds nothing beyond the cap.
-        """
-        if queue is None:
-            return
-        if origin.log_time is not None:
-            t, clock = origin.log_time, ("tod" if origin.time_of_day_only else "log")
-        else:
-            t, clock = wall, "wall"
-        if r.last_queue is not None and r.last_queue_clock == clock and r.last_queue_time is not None:
-            dt = t - r.last_queue_time
-            if clock == "tod" and dt < -43200:
-                dt += 86400  # midnight wrap of a time-only prefix
-            if dt > 0:
-                r.queue_request_seconds += r.last_queue * min(dt, QUEUE_SAMPLE_MAX_GAP_SECONDS)
-        r.last_queue, r.last_queue_time, r.last_queue_clock = queue, t, clock
-
-    def _stats_gauges(self, s: SchedulerState, ev: PrefillBatch | DecodeBatch, wall: float,
-                      top: float | None) -> None:
-        """Latest-line gauges of a stats line; ``top`` is ``ev.kv.max_device_ratio`` (computed once)."""
-        g = s.gauges
-        if ev.running_req is not None:
-            g["running_requests"] = ev.running_req
-        if ev.queue_req is not None:
-            g["queue_requests"] = ev.queue_req
-        kv = ev.kv
-        if kv.pools:
-            s.kv_pools.update(kv.pools)
-            if top is not None:
-                g["kv_usage_ratio"] = top
-        # None (not exported) after a line without a token count (Prefill lines print none): the
-        # latest stats line's figure is unknown, and the previous one would sit beside its usage.
-        g["kv_used_tokens"] = kv.used_tokens
-        if ev.pd_queues:
-            s.pd_queues.update(ev.pd_queues)
-        s.last_stats_wall = wall
+    # -- per kind: the rules are :mod:`.rules`', called with one line's values ---------------------
 
     def _decode(self, ev: DecodeBatch, wall: float) -> str | None:
         interval = self.interval_for(ev.origin.stage)[0]
         running = ev.running_req
-        tokens = running * interval * (ev.accept_len or 1.0)
-        if not (tokens < MAX_VALUE and _queue_in_range(ev.queue_req)):
+        accept = ev.accept_len or 1.0
+        if not (next(rules.decode_tokens((running,), interval, (accept,))) < MAX_VALUE
+                and _queue_in_range(ev.queue_req)):
             return "range"
         s = self.scheduler((ev.origin.stage, ev.origin.dp_rank))
         r = s.replica(ev.origin.replica)
-        r.decode_lines += 1
-        r.decode_steps += interval
-        r.batch_size_decode.observe(running)
-        r.decode_tokens += tokens
         top = ev.kv.max_device_ratio
-        if top is not None:
-            r.kv_usage_decode.observe(top)
-        self._integrate_queue(r, ev.origin, ev.queue_req, wall)
-        self._stats_gauges(s, ev, wall, top)
-        g = s.gauges
-        if ev.gen_throughput is not None:
-            g["gen_throughput"] = ev.gen_throughput
-        if ev.accept_len is not None:
-            g["spec_accept_length"] = ev.accept_len
-        if ev.accept_rate is not None:
-            g["spec_accept_rate"] = ev.accept_rate
-        if ev.preallocated_usage is not None:
-            g["pd_preallocated_usage_ratio"] = ev.preallocated_usage
-        if ev.kv.used_tokens is not None and running > 0:
-            s.mean_tokens_per_running_req = ev.kv.used_tokens / running
-            r.decode_kv_tokens += ev.kv.used_tokens
-            r.decode_kv_requests += running
+        used = ev.kv.used_tokens
+        counted = used is not None and running > 0
+        rules.count_decode(r, interval, (running,), (accept,), () if top is None else (top,),
+                           used if counted else 0, running if counted else 0)
+        self._stats_line(s, r, ev, wall, top)
         return None
 
     def _prefill(self, ev: PrefillBatch, wall: float) -> str | None:
@@ -531,42 +464,42 @@ class SchedulerStates:
             return "range"
         s = self.scheduler((ev.origin.stage, ev.origin.dp_rank))
         r = s.replica(ev.origin.replica)
-        r.prefill_batches += 1
-        r.batch_size_prefill.observe(ev.new_seq)
-        r.prefill_tokens.observe(ev.new_token)
-        r.prefill_computed_tokens += ev.new_token if ev.replay_token is None else ev.new_token + ev.replay_token
-        if ev.cached_token:
-            r.prefill_cached_tokens += ev.cached_token
-        # #new-seq counts a continuing chunk of a chunked prefill again; it left the queue earlier.
-        r.admitted_requests += max(ev.new_seq - (1 if r.prev_prefill_chunked else 0), 0)
-        chunk = self.chunked_prefill_size(s, ev.origin.stage)
-        r.prev_prefill_chunked = ends_in_chunk(ev.new_token, chunk, ev.running_req, self.mixed_chunk())
         top = ev.kv.max_device_ratio
-        if top is not None:
-            r.kv_usage_prefill.observe(top)
-        self._integrate_queue(r, ev.origin, ev.queue_req, wall)
-        self._stats_gauges(s, ev, wall, top)
-        g = s.gauges
-        if ev.pending_token is not None:
-            g["pending_tokens"] = ev.pending_token
-        if ev.input_throughput is not None:
-            g["input_throughput"] = ev.input_throughput
+        rules.count_prefill(r, (ev.new_seq,), (ev.new_token,), (ev.running_req,), ev.replay_token or 0,
+                            ev.cached_token or 0, () if top is None else (top,),
+                            self.chunked_prefill_size(s, ev.origin.stage), self.mixed_chunk())
+        self._stats_line(s, r, ev, wall, top)
         return None
 
+    @staticmethod
+    def _stats_line(s: SchedulerState, r: ReplicaCounters, ev: PrefillBatch | DecodeBatch, wall: float,
+                    top: float | None) -> None:
+        """A stats line's queue sample and latest values (``top``: ``ev.kv.max_device_ratio``)."""
+        if ev.queue_req is not None:
+            at = queue_clock(ev.origin, wall)
+            rules.integrate_queue(r, at, (), at, ev.queue_req)
+        rules.set_latest(s, rules.stats_gauges(ev, top))
+        s.last_stats_wall = wall
+
     def _retraction(self, ev: Retraction, s: SchedulerState | None) -> str | None:
-        mean = s.mean_tokens_per_running_req if s is not None else None
-        estimate = ev.retracted_reqs * mean if ev.new_tokens_gained is None and mean is not None else None
-        if estimate is not None and not estimate < MAX_VALUE:
-            return "range"
+        estimate = None
+        if ev.new_tokens_gained is None:
+            estimate = rules.recompute_estimate(ev.retracted_reqs, s.mean_tokens_per_running_req if s else None)
+            if estimate is not None and not estimate < MAX_VALUE:
+                return "range"
         s = self.scheduler((ev.origin.stage, ev.origin.dp_rank))
         r = s.replica(ev.origin.replica)
-        r.retractions += 1
-        r.retracted_requests += ev.retracted_reqs
-        if ev.new_tokens_gained is not None:
-            r.retraction_freed_tokens += ev.new_tokens_gained
-            r.recomputed_tokens_gained += ev.new_tokens_gained
-        elif estimate is not None:
-            r.recomputed_tokens_estimated += estimate
+        gained = () if ev.new_tokens_gained is None else (ev.new_tokens_gained,)
+        rules.count_retractions(r, (ev.retracted_reqs,), gained, () if estimate is None else (estimate,))
         if ev.new_token_ratio_after is not None:
             s.gauges["new_token_ratio"] = ev.new_token_ratio_after
         return None
+
+
+def queue_clock(origin: Origin, wall: float) -> tuple[float, str]:
+    """``(time, clock)`` of a ``#queue-req`` sample: the line's own time stamp (``log``; ``tod`` for a
+    time-of-day prefix), so that a recorded log integrates over its own time, else the wall-clock
+    read time (``wall``)."""
+    if origin.log_time is not None:
+        return origin.log_time, ("tod" if origin.time_of_day_only else "log")
+    return wall, "wall"

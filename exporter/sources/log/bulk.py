@@ -30,12 +30,13 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from ...events import KIND_OF, DecodeBatch, Event, Origin, PrefillBatch, ReqTimeStats, RetractAbort, Retraction
+from ...scheduler import rules
 from ...scheduler.runs import RUN_HISTOGRAMS, ReplicaRun, Run
 from ...scheduler.state import HISTOGRAM_BOUNDS, SchedulerStates
 from .lines import LineSplitter
 from .parser import Malformed, parse_line
 from .prefix import parse_origin
-from .templates import FULL, GROUP, SCAN, SCAN_FIELDS, TEMPLATE_MAX_BYTES
+from .templates import FULL, GROUP, SCAN, SCAN_FIELDS, TEMPLATE_MAX_BYTES, parse_template
 
 #: Histogram bounds by :class:`~exporter.scheduler.state.ReplicaCounters` attribute.
 _BOUNDS = {name: HISTOGRAM_BOUNDS[name] for name, _ in RUN_HISTOGRAMS}
@@ -184,7 +185,7 @@ class _Scanner:
         seconds = self.seconds
         pending: list[int] = []  # raw lines for the parser, by index
         (g_actor, g_date, g_tod, g_frac, g_tags, g_fork, g_run, g_dtok, g_use, g_ftok, g_full, g_swa, g_has_prealloc, g_al,
-         g_has_rate, g_dq, g_seq, g_tok, g_cached, g_puse, g_pfull, g_mamba, g_pq, g_has_pd, g_has_pending,
+         g_has_rate, g_dq, g_seq, g_tok, g_cached, g_puse, g_pfull, g_mamba, g_prun, g_pq, g_has_pd, g_has_pending,
          g_has_input) = (GROUP[name] for name in SCAN_FIELDS)
         match = SCAN.match
         if max_line_bytes >= TEMPLATE_MAX_BYTES:  # no template line can be over the limit
@@ -210,8 +211,8 @@ class _Scanner:
             slot = b.slots.get(key)
             if slot is None:
                 slot = self._slot(b, key, parts[i])
-            rr, latest, add_running, add_decode_top, add_new_seq, add_new_token, add_prefill_top, add_queue, \
-                add_time, add_clock = slot
+            rr, latest, add_running, add_decode_top, add_new_seq, add_new_token, add_prefill_running, add_prefill_top, \
+                add_queue, add_time, add_clock = slot
             stamp = g[g_date]
             clock = "log"
             if stamp is None:
@@ -256,6 +257,7 @@ class _Scanner:
             else:  # Prefill batch
                 add_new_seq(int(g[g_seq]))
                 add_new_token(int(g[g_tok]))
+                add_prefill_running(int(g[g_prun]))
                 rr.cached_tokens += int(g[g_cached])
                 usage = g[g_puse]
                 if usage is not None:
@@ -325,8 +327,8 @@ class _Scanner:
             raise _ByLine
         rr = b.replica(origin)
         slot = b.slots[key] = (rr, b.scheduler(scheduler), rr.running.append, rr.decode_top.append,
-                               rr.new_seq.append, rr.new_token.append, rr.prefill_top.append, rr.queue.append,
-                               rr.queue_time.append, rr.queue_clock.append)
+                               rr.new_seq.append, rr.new_token.append, rr.prefill_running.append,
+                               rr.prefill_top.append, rr.queue.append, rr.queue_time.append, rr.queue_clock.append)
         return slot
 
     def _canonical(self, origin: Origin) -> Origin:
@@ -474,6 +476,8 @@ def _add_event(b: _Builder, origin: Origin, ev: Event, n: int) -> None:
     else:
         rr.new_seq.append(ev.new_seq)
         rr.new_token.append(ev.new_token)
+        rr.prefill_running.append(ev.running_req or 0)  # None and 0 alike to rules.ends_in_chunk
+        rr.replay_tokens += ev.replay_token or 0
         if ev.cached_token:
             rr.cached_tokens += ev.cached_token
         if top is not None:
@@ -486,33 +490,8 @@ def _add_event(b: _Builder, origin: Origin, ev: Event, n: int) -> None:
         else:
             rr.queue_time.append(None)
             rr.queue_clock.append("wall")
-    for name, value in _event_gauges(ev, top):
-        latest[("gauge", name)] = (n, value)
-    for name, value in kv.pools.items():
-        latest[("pool", name)] = (n, value)
-    for name, value in ev.pd_queues.items():
-        latest[("pd", name)] = (n, value)
-    if kind is DecodeBatch and kv.used_tokens is not None and ev.running_req > 0:
-        latest[("mean", "")] = (n, kv.used_tokens / ev.running_req)
-
-
-def _event_gauges(ev: DecodeBatch | PrefillBatch, top: float | None) -> list[tuple[str, object]]:
-    """The gauges a stats event sets (``SchedulerStates._stats_gauges`` and its kind's own)."""
-    out: list[tuple[str, object]] = []
-    if ev.running_req is not None:
-        out.append(("running_requests", ev.running_req))
-    if ev.queue_req is not None:
-        out.append(("queue_requests", ev.queue_req))
-    if ev.kv.pools and top is not None:
-        out.append(("kv_usage_ratio", top))
-    out.append(("kv_used_tokens", ev.kv.used_tokens))  # None (not exported) after a line without one
-    if type(ev) is DecodeBatch:
-        extra = (("gen_throughput", ev.gen_throughput), ("spec_accept_length", ev.accept_len),
-                 ("spec_accept_rate", ev.accept_rate), ("pd_preallocated_usage_ratio", ev.preallocated_usage))
-    else:
-        extra = (("pending_tokens", ev.pending_token), ("input_throughput", ev.input_throughput))
-    out.extend((name, value) for name, value in extra if value is not None)
-    return out
+    for name, value in rules.stats_gauges(ev, top):
+        latest[name] = (n, value)
 
 
 # -- latest values ---------------------------------------------------------------------------------
@@ -529,55 +508,18 @@ def _event_gauges(ev: DecodeBatch | PrefillBatch, top: float | None) -> list[tup
  _PREFILL_KV_LINE, _PREFILL_MAMBA_LINE, _PREFILL_PD_LINE, _PENDING_LINE, _INPUT_LINE) = range(11)
 
 
-def _values(key: tuple, m: re.Match) -> list[tuple[tuple[str, str], object]]:
-    """``((table, name), value)`` that the template line noted under ``key`` sets."""
-    f = m.group
-    if key == _DECODE_KV_LINE or key == _DECODE_SWA_LINE:
-        if f("d_usage") is not None:
-            pools = [("kv", float(f("d_usage")))]
-            tokens = int(f("d_token"))
-        else:
-            pools = [("full", float(f("d_full_usage"))), ("swa", float(f("d_swa_usage")))]
-            tokens = int(f("d_full_token"))
-        return [(("gauge", "running_requests"), int(f("d_running"))),
-                (("gauge", "queue_requests"), int(f("d_queue"))),
-                (("gauge", "kv_usage_ratio"), max(v for _, v in pools)),
-                (("gauge", "kv_used_tokens"), tokens),
-                (("gauge", "gen_throughput"), float(f("d_gen"))),
-                *((("pool", p), v) for p, v in pools)]
-    if key == _PREFILL_KV_LINE or key == _PREFILL_MAMBA_LINE:
-        if f("p_usage") is not None:
-            pools = [("kv", float(f("p_usage")))]
-        else:
-            pools = [("full", float(f("p_full_usage"))), ("mamba", float(f("p_mamba_usage")))]
-        return [(("gauge", "running_requests"), int(f("p_running"))),
-                (("gauge", "queue_requests"), int(f("p_queue"))),
-                (("gauge", "kv_usage_ratio"), max(v for _, v in pools)),
-                (("gauge", "kv_used_tokens"), None),  # Prefill lines print no token count
-                *((("pool", p), v) for p, v in pools)]
-    if key == _MEAN_LINE:
-        tokens = int(f("d_token") if f("d_token") is not None else f("d_full_token"))
-        return [(("mean", ""), tokens / int(f("d_running")))]
-    if key == _ACCEPT_LEN_LINE:
-        return [(("gauge", "spec_accept_length"), float(f("d_accept_len")))]
-    if key == _ACCEPT_RATE_LINE:
-        return [(("gauge", "spec_accept_rate"), float(f("d_accept_rate")))]
-    if key == _PREALLOC_LINE:
-        return [(("gauge", "pd_preallocated_usage_ratio"), float(f("d_prealloc_usage"))),
-                (("pd", "prealloc"), int(f("d_prealloc"))), (("pd", "transfer"), int(f("d_transfer"))),
-                (("pd", "retracted"), int(f("d_retracted")))]
-    if key == _PREFILL_PD_LINE:
-        return [(("pd", "bootstrap"), int(f("p_bootstrap"))), (("pd", "inflight"), int(f("p_inflight")))]
-    if key == _PENDING_LINE:
-        return [(("gauge", "pending_tokens"), int(f("p_pending")))]
-    return [(("gauge", "input_throughput"), float(f("p_input")))]
+def _values(line: bytes) -> list[tuple[tuple[str, str], object]]:
+    """``((table, name), value)`` that a template line sets (:func:`~exporter.scheduler.rules.stats_gauges`
+    of its event)."""
+    ev = parse_template(line.decode("ascii"))
+    return rules.stats_gauges(ev, ev.kv.max_device_ratio)
 
 
 def _mean(latest: dict, parts: list[bytes]) -> float | None:
     """The scheduler's tokens per running request so far in the run (None: none in the run yet)."""
     line, value = latest.get(_MEAN_LINE), latest.get(("mean", ""))
     if line is not None and (value is None or value[0] < line):
-        return _values(_MEAN_LINE, FULL.match(parts[line]))[0][1]
+        return dict(_values(parts[line]))[("mean", "")]
     return value[1] if value is not None else None
 
 
@@ -586,7 +528,7 @@ def _resolved(latest: dict, parts: list[bytes]) -> dict[tuple[str, str], object]
     out = {key: item for key, item in latest.items() if type(key) is not int}
     for key, i in latest.items():
         if type(key) is int:
-            for name, value in _values(key, FULL.match(parts[i])):
+            for name, value in _values(parts[i]):
                 held = out.get(name)
                 if held is None or held[0] < i:
                     out[name] = (i, value)

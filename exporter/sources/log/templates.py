@@ -99,7 +99,7 @@ SCAN_FIELDS = (
     "actor", "date", "tod", "frac", "tags", "fork",
     "d_running", "d_token", "d_usage", "d_full_token", "d_full_usage", "d_swa_usage", "d_has_prealloc", "d_accept_len",
     "d_has_accept_rate", "d_queue",
-    "p_new_seq", "p_new_token", "p_cached", "p_usage", "p_full_usage", "p_mamba_usage", "p_queue",
+    "p_new_seq", "p_new_token", "p_cached", "p_usage", "p_full_usage", "p_mamba_usage", "p_running", "p_queue",
     "p_has_pd", "p_has_pending", "p_has_input",
 )
 
