@@ -98,3 +98,34 @@ def test_every_era_of_the_corpus_stays_on_the_fast_path(path):
         assert stats_lines and template < stats_lines
     else:
         assert template == stats_lines
+
+
+def test_one_shot_reads_gzip_as_report_does(tmp_path):
+    """``--one-shot`` read a ``.gz`` file's compressed bytes as lines (no scheduler line, exit 3);
+    ``report`` decompressed it. Now both decompress: the same series as the plain file, by path too
+    (a glob of rotated, compressed segments), and a truncated file keeps the lines before the damage
+    with one warning naming it."""
+    import gzip
+
+    plain = next(p for p in corpus_files() if p.name.startswith("060"))
+    packed = tmp_path / "server.log.1.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    def counts(s: dict) -> dict:  # less what names the file or reads the clock
+        return {k: v for k, v in s.items() if "path" not in dict(k[1])
+                and not k[0].endswith(("_timestamp_seconds", "_duration_seconds"))}
+
+    want = counts(_one_shot(plain))
+    got = _one_shot(packed)
+    assert counts(got) == want
+    assert _line_counts_of_report(_report(packed)) == _line_counts_of_metrics(got)
+    assert _total(_one_shot(tmp_path / "server.log*"), "sglang_scheduler_batches_total", phase="prefill") \
+        == _total(want, "sglang_scheduler_batches_total", phase="prefill") > 0
+
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(packed.read_bytes()[:len(packed.read_bytes()) // 2])
+    out = subprocess.run([*EXPORTER, "--one-shot", "--log.path", str(cut)], capture_output=True, text=True,
+                         timeout=120)
+    assert "cannot read" in out.stderr and "cut.log.gz" in out.stderr and "damaged gzip data" in out.stderr
+    s = samples(out.stdout)
+    decoded = s[("sglang_exporter_log_lines_total", (("kind", "decode"), ("result", "parsed")))]
+    assert 0 < decoded < want[("sglang_exporter_log_lines_total", (("kind", "decode"), ("result", "parsed")))]

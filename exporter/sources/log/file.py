@@ -1,45 +1,25 @@
 """One followed path: its file's identity, rotation, truncation and start position.
 
-Semantics (``docs/design.md#tailing-semantics``, the ``tail -F`` bar set by mtail, fluent-bit and
-Vector):
+The ``tail -F`` semantics set by mtail, fluent-bit and Vector; each case, and why, is in
+``docs/tailing.md``:
 
-* **Identity is** ``(st_dev, st_ino)`` of the path's target (symlinks are followed, so a Kubernetes
-  ``/var/log/containers/*.log`` link whose target is swapped is a rotation), never inferred from
-  event sequences.
-* **Rotation** (the path now names another inode, rename + create): the old descriptor keeps being
-  read for ``rotate_wait`` seconds, because the writer appends to it until it reopens its log; then
-  its held partial line is flushed and it is closed. The new file is read from offset 0.
-* **Deletion**: the path is reported absent, and the deleted file is still read through the open
-  descriptor (a writer that holds it open keeps appending: ``rm sglang.log`` under a running
-  server) until a file appears at the path; that one is read from offset 0, and the deleted one is
-  drained for ``rotate_wait`` seconds and closed, like a rotated file.
-* **Truncation** (size below the read offset, or the file's first bytes changed: a file truncated
-  and grown back past the offset between two checks, ``copytruncate``): the lines written between
-  the last read and the truncation are read from the copy (:mod:`.copies`: a rotated sibling with
-  the same first bytes and the same bytes before the read offset), past the offset already read;
-  then the held partial line is flushed, reading restarts at 0, the event is counted. A copy that
-  a glob matches is not read from its start: its lines are the original's
-  (``docs/tailing.md#copytruncate``).
-* **Start position**: an existing file is read from its end at start-up (a restarted exporter must
-  not count a file twice; Prometheus handles the counter reset), from 0 with ``from_beginning``.
-  Starting mid-line skips that fragment. Files that appear later are read from 0. The skipped part
-  (and the rotated files before it) is still searched, in chunks of :data:`SCAN_CHUNK`, for the
-  start-up facts of the server's last start (:mod:`.startfacts`).
-* **Regular files only**: a path naming a directory, FIFO, socket or device is skipped with one
-  warning (reading ``/dev/zero`` never ends; opening a FIFO waits for a writer), and the check is
-  made again on the open descriptor (opened non-blocking), so a path swapped in between cannot
-  block the reader.
-* **Missed rotations**: a rotated file that was written and rotated away between two checks is
-  found among the path's siblings (:mod:`.missed`) and read, oldest first, before the new file;
-  one already gone (deleted, or renamed again) is counted as missed.
-* **Holes** (``SEEK_DATA``) are skipped, not read: a writer without ``O_APPEND`` after
-  ``copytruncate`` regrows the file as gigabytes of NUL bytes before its next line.
-* **Lines**: bytes become lines in :mod:`.lines` (partial last line held, ``\\r`` handling, NUL
-  holes, oversized lines dropped and counted); memory per file stays below about
-  ``2 * max_line_bytes + READ_CHUNK`` (``READ_CHUNK`` times the sink's ``read_chunks`` for the bulk
-  path of recorded logs).
-* **One reader per file**: a file is read by one tailer at a time even when several paths or
-  patterns name it (:class:`~.registry.Registry`).
+* **Identity** is ``(st_dev, st_ino)`` of the path's target (symlinks followed: a swapped Kubernetes
+  ``/var/log/containers`` link is a rotation), never inferred from event sequences.
+* **Rotation**: the old descriptor is read ``rotate_wait`` seconds more, then flushed and closed; the
+  new file is read from 0. Rotated files written and rotated away between two checks are found among
+  the siblings (:mod:`.missed`) and read first, oldest first; one already gone is counted as missed.
+* **Deletion**: the deleted file is read through its descriptor until a file appears at the path.
+* **Truncation** (size below the offset, or the first bytes changed: ``copytruncate``): the lines
+  between the last read and the truncation are read from the copy (:mod:`.copies`), the partial line
+  flushed, reading restarts at 0 and the event is counted.
+* **Start position**: an existing file from its end (a restarted exporter must not count a file
+  twice), from 0 with ``from_beginning``; files that appear later from 0. The skipped part and the
+  rotated files are searched for the last start's start-up facts (:mod:`.startfacts`).
+* **Regular files only** (checked on the path and again on the descriptor, opened non-blocking);
+  **holes** (``SEEK_DATA``) skipped; **lines** by :mod:`.lines` (memory per file below about
+  ``2 * max_line_bytes + READ_CHUNK``); **one reader per file** (:class:`~.registry.Registry`).
+* **One-shot** reads (:meth:`Tailer.read_once`) read to the end once; a ``.gz`` file is decompressed
+  (:mod:`.compressed`).
 """
 
 from __future__ import annotations
@@ -51,10 +31,12 @@ import stat
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from types import SimpleNamespace
 from typing import Protocol
 
 from ...limits import DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
 from ...paths import display_path, not_regular
+from .compressed import gzip_chunks, is_compressed
 from .copies import find_copy
 from .lines import LineSplitter
 from .missed import unseen_rotated_files
@@ -77,8 +59,7 @@ class LineSink(Protocol):
         """Take complete lines, oldest first; returns how many of them are SGLang scheduler lines."""
 
     def startup_facts(self, chunks: Iterable[bytes]) -> int:
-        """Take the head of a file whose reading starts at its end, as consecutive chunks (start-up
-        lines, not counted)."""
+        """Take start-up lines before a start position, as consecutive chunks (not counted)."""
 
 
 class Tailer:
@@ -213,6 +194,25 @@ class Tailer:
             if size != r.offset:
                 fed += self._read(r)
         return fed
+
+    def read_once(self) -> int:
+        """One-shot: read the file to its end, its partial last line included; a ``.gz`` file is
+        decompressed as it is read (:mod:`.compressed`): damage is logged, the lines before it kept.
+
+        Returns:
+            Lines handed to the sink.
+        """
+        if not is_compressed(self.path):
+            return self.poll() + self.flush()
+        r, fed = SimpleNamespace(lines=LineSplitter(self.max_line_bytes)), 0  # what _consume, _feed read
+        try:
+            for chunk in gzip_chunks(self.path, READ_CHUNK * getattr(self.sink, "read_chunks", 1)):
+                self.stats.opens, self.stats.present = 1, True
+                self.stats.bytes_read += len(chunk)
+                fed += self._consume(r, chunk)
+        except OSError as exc:
+            self._note_error(f"cannot read {display_path(self.path)}: {exc.strerror or exc}")
+        return fed + self._flush(r)
 
     def flush(self) -> int:
         """Feed every held partial last line as a complete line (end of a one-shot read)."""

@@ -130,8 +130,7 @@ class GlobTailer:
         for m in matches:
             t = Tailer(m, self.sink, self.log_stats, started=True, **self.kw)
             try:
-                fed += t.poll()
-                fed += t.flush()
+                fed += t.read_once()
             finally:
                 t.close()
         self._started = True

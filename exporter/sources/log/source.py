@@ -104,8 +104,7 @@ class LogSource:
                 if isinstance(tailer, GlobTailer):  # every match, one at a time: the cap is for following
                     tailer.read_each()
                 else:
-                    tailer.poll()
-                    tailer.flush()
+                    tailer.read_once()
             # the end of the recording (after the bulk path's last blocks): SGLang Omni's held
             # start-up lines are decided
             self.ingest.finish()
