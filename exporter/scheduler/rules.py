@@ -22,6 +22,7 @@ from itertools import repeat
 from operator import add, ge, mul, sub
 from typing import Iterable, Iterator, Sequence
 
+from ..events import DecodeBatch, PrefillBatch
 from ..limits import QUEUE_SAMPLE_MAX_GAP_SECONDS
 
 # -- one line's figures ----------------------------------------------------------------------------
@@ -83,67 +84,83 @@ def queue_step(last_queue: int, last_time: float, time: float, clock: str) -> fl
     return None
 
 
-def stats_gauges(ev, top: float | None) -> list[tuple[tuple[str, str], object]]:
+def stats_gauges(ev: DecodeBatch | PrefillBatch, top: float | None) -> list[tuple[tuple[str, str], object]]:
     """What a ``Prefill``/``Decode`` event sets as its scheduler's latest values, in order:
     ``((table, name), value)`` with tables ``gauge``, ``pool`` (``token usage`` per pool), ``pd``
     (PD queue lengths) and ``mean`` (``#token / #running-req``, the basis of
     :func:`recompute_estimate`); ``top`` is ``ev.kv.max_device_ratio``. ``kv_used_tokens`` is set to
     None (not served) by a line without a token count: Prefill lines print none."""
-    out: list[tuple[tuple[str, str], object]] = []
-    if ev.running_req is not None:
-        out.append((("gauge", "running_requests"), ev.running_req))
-    if ev.queue_req is not None:
-        out.append((("gauge", "queue_requests"), ev.queue_req))
     kv = ev.kv
-    if kv.pools and top is not None:
-        out.append((("gauge", "kv_usage_ratio"), top))
-    out.append((("gauge", "kv_used_tokens"), kv.used_tokens))
-    if hasattr(ev, "gen_throughput"):  # a Decode line
-        extra = (("gen_throughput", ev.gen_throughput), ("spec_accept_length", ev.accept_len),
-                 ("spec_accept_rate", ev.accept_rate), ("pd_preallocated_usage_ratio", ev.preallocated_usage))
-        mean = kv.used_tokens / ev.running_req if kv.used_tokens is not None and ev.running_req > 0 else None
+    out: list[tuple[tuple[str, str], object]] = []
+    append = out.append
+    if ev.running_req is not None:
+        append((("gauge", "running_requests"), ev.running_req))
+    if ev.queue_req is not None:
+        append((("gauge", "queue_requests"), ev.queue_req))
+    if top is not None and kv.pools:
+        append((("gauge", "kv_usage_ratio"), top))
+    append((("gauge", "kv_used_tokens"), kv.used_tokens))
+    if type(ev) is DecodeBatch:
+        if ev.gen_throughput is not None:
+            append((("gauge", "gen_throughput"), ev.gen_throughput))
+        if ev.accept_len is not None:
+            append((("gauge", "spec_accept_length"), ev.accept_len))
+        if ev.accept_rate is not None:
+            append((("gauge", "spec_accept_rate"), ev.accept_rate))
+        if ev.preallocated_usage is not None:
+            append((("gauge", "pd_preallocated_usage_ratio"), ev.preallocated_usage))
     else:
-        extra = (("pending_tokens", ev.pending_token), ("input_throughput", ev.input_throughput))
-        mean = None
-    out.extend((("gauge", name), value) for name, value in extra if value is not None)
-    out.extend((("pool", name), value) for name, value in kv.pools.items())
-    out.extend((("pd", name), value) for name, value in ev.pd_queues.items())
-    if mean is not None:
-        out.append((("mean", ""), mean))
+        if ev.pending_token is not None:
+            append((("gauge", "pending_tokens"), ev.pending_token))
+        if ev.input_throughput is not None:
+            append((("gauge", "input_throughput"), ev.input_throughput))
+    for name, value in kv.pools.items():
+        append((("pool", name), value))
+    for name, value in ev.pd_queues.items():
+        append((("pd", name), value))
+    if type(ev) is DecodeBatch and kv.used_tokens is not None and ev.running_req > 0:
+        append((("mean", ""), kv.used_tokens / ev.running_req))
     return out
 
 
 def set_latest(sched, values: Iterable[tuple[tuple[str, str], object]]) -> None:
     """Write ``((table, name), value)`` pairs (:func:`stats_gauges`) into a
     :class:`~.state.SchedulerState`, later pairs winning."""
-    tables = {"gauge": sched.gauges, "pool": sched.kv_pools, "pd": sched.pd_queues}
     for (table, name), value in values:
-        if table == "mean":
-            sched.mean_tokens_per_running_req = value
+        if table == "gauge":
+            sched.gauges[name] = value
+        elif table == "pool":
+            sched.kv_pools[name] = value
+        elif table == "pd":
+            sched.pd_queues[name] = value
         else:
-            tables[table][name] = value
+            sched.mean_tokens_per_running_req = value
 
 
 # -- a run of one replica's lines into its counters ------------------------------------------------
 
 
+#: The bucket of a value: the first bound not below it (``le``: a value equal to a bound falls in it).
+bucket = bisect_left
+
+
 def bucket_counts(bounds: Sequence[float], values: Iterable[float]) -> list[int]:
-    """Non-cumulative counts of ``values`` in the buckets of ``bounds`` (``le``: a value equal to a
-    bound falls in that bucket), ``+Inf`` last."""
+    """Non-cumulative counts of ``values`` in the buckets of ``bounds`` (:data:`bucket`), ``+Inf`` last."""
     counts = [0] * (len(bounds) + 1)
     for value, n in Counter(values).items():  # few distinct values: one bisect each
-        counts[bisect_left(bounds, value)] += n
+        counts[bucket(bounds, value)] += n
     return counts
 
 
 def observe(h, values: Sequence[float], counts: list[int] | None = None) -> None:
     """Add ``values`` to a :class:`~.histogram.Histogram`; ``counts``: their :func:`bucket_counts`
     where the caller has them already (the bulk path counts them in its worker processes)."""
-    if not values:
-        return
     if counts is None:
-        counts = bucket_counts(h.bounds, values)
-    h.counts = list(map(add, h.counts, counts))
+        bounds, held = h.bounds, h.counts
+        for value in values:
+            held[bucket(bounds, value)] += 1
+    else:
+        h.counts = list(map(add, h.counts, counts))
     h.total = reduce(add, values, h.total)
 
 
