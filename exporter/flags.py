@@ -1,7 +1,9 @@
-"""The command line of ``sglang-exporter``, generated from the settings models.
+"""The command line of ``sglang-exporter``: pydantic-settings' command-line source on a root parser of ours.
 
-Each field of a group model (``LogSettings`` as the ``log`` field of ``Settings``) is a flag
-``--log.<name-in-kebab-case> METAVAR``; a top-level field (``one_shot``) is ``--one-shot``. The
+pydantic-settings names the flags from the settings models: each field of a group model
+(``LogSettings`` as the ``log`` field of ``Settings``) is ``--log.<name-in-kebab-case>``, a top-level
+field (``one_shot``) ``--one-shot``; it parses them into the values the model checks
+(:func:`command_line_source`). This module gives it the help, the placeholders and the errors. The
 placeholder is the field's ``json_schema_extra["metavar"]`` (``PATH``, ``SECONDS``, ...), the choices
 of a ``Literal``, or ``[=BOOL]``. The same definitions give ``--help`` and the settings table of
 ``docs/configuration.md`` (:func:`settings_table`), so the three cannot drift apart.
@@ -28,6 +30,7 @@ from typing import Any
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, CliSettingsSource, NoDecode
 
 from . import __version__
 from .commands import usage_lines
@@ -118,10 +121,9 @@ class Setting:
 
     @property
     def repeatable(self) -> bool:
-        """True for a comma-list setting (``json_schema_extra={"repeatable": True}``): repeating its
-        flag adds to the list (``--log.path a --log.path b`` is ``--log.path a,b``)."""
-        extra = self.field.json_schema_extra
-        return isinstance(extra, dict) and extra.get("repeatable") is True
+        """True for a comma-list setting (annotated ``NoDecode``): repeating its flag adds to the list
+        (``--log.path a --log.path b`` is ``--log.path a,b``; pydantic-settings joins the values)."""
+        return NoDecode in self.field.metadata
 
     @property
     def synopsis(self) -> str:
@@ -234,11 +236,20 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(re.sub(r"^argument (\S+): ", r"\1: ", message))
 
 
-def build_parser(settings: list[Setting], description: str) -> argparse.ArgumentParser:
-    """The argparse parser of the settings (``--help``, ``--version`` and one option per setting).
+def command_line_source(settings_cls: type[BaseSettings], settings: list[Setting],
+                        description: str) -> CliSettingsSource:
+    """pydantic-settings' command-line source of ``settings_cls`` on a root parser of ours.
 
-    Every option defaults to "not given" (:data:`argparse.SUPPRESS`), so that the namespace holds
-    only what the command line set and the environment and the file can fill the rest.
+    pydantic-settings walks the models and names each flag (``--log.poll-interval``, the dotted
+    kebab-case of the field; ``--web.config.file`` from :attr:`Setting.aliases`); the root parser adds
+    ``--help`` (text, placeholders, exit statuses), ``--version`` and one-line errors. Every option
+    defaults to "not given", so that the source holds only what the command line set and the
+    environment and the file fill the rest. Call the source with ``args=[...]``; ``--help`` and
+    ``--version`` print and exit 0 (:class:`SystemExit`).
+
+    Raises (when called with ``args``):
+        UsageError: an unknown flag, a flag without its value, a positional argument, a boolean flag
+            with a word that is not a boolean. One line naming the flag or argument.
     """
     description = textwrap.fill(" ".join(description.split()), help_width(), break_on_hyphens=False)
     parser = _Parser(prog=PROG, usage=USAGE, description=description,
@@ -248,17 +259,33 @@ def build_parser(settings: list[Setting], description: str) -> argparse.Argument
     general.add_argument("-h", "--help", action="help", help="Show this help and exit.")
     general.add_argument("--version", action="version", version=f"{PROG} {__version__}",
                          help="Print the version and exit.")
-    groups: dict[str | None, Any] = {}
-    for s in settings:
-        if s.group not in groups:
-            groups[s.group] = parser.add_argument_group(s.group_title)
-        kwargs: dict[str, Any] = {"dest": s.dest, "help": s.help()}
+    by_dest = {s.dest: s for s in settings}
+    groups = {s.group_title: parser.add_argument_group(s.group_title) for s in settings}  # in --help's order
+
+    def add_argument(_context: Any, *names: str, **kwargs: Any) -> Any:
+        s = by_dest.get(kwargs["dest"])
+        if s is None:  # a whole group as JSON (--log '{...}'): not offered, a group is set key by key
+            return None
+        kwargs.update(help=s.help(), metavar="BOOL" if s.is_bool else s.metavar)
         if s.is_bool:
-            kwargs.update(type=_bool_word, metavar="BOOL")
-        else:
-            kwargs["metavar"] = s.metavar
-        groups[s.group].add_argument(s.flag, *s.aliases, **kwargs)
-    return parser
+            kwargs["type"] = _bool_word
+        elif s.repeatable:
+            kwargs["action"] = "append"
+        return groups[s.group_title].add_argument(*names, **kwargs)
+
+    def parse(root: argparse.ArgumentParser, args: list[str]) -> argparse.Namespace:
+        args = _spell_out_bools(list(args), settings)
+        namespace, leftover = root.parse_known_args(args)
+        leftover = [a for a in leftover if a != "--"]  # argparse may leave the end-of-options marker
+        if leftover:
+            raise _stray(leftover, root, settings)
+        return namespace
+
+    return CliSettingsSource(
+        settings_cls, root_parser=parser, parse_args_method=parse, add_argument_method=add_argument,
+        add_argument_group_method=lambda root, **_: root, cli_kebab_case=True, cli_avoid_json=True,
+        cli_exit_on_error=False, cli_parse_none_str="\0",  # no argument can hold NUL: "None" stays a path
+        cli_shortcuts={s.flag[2:]: [a[2:] for a in s.aliases] for s in settings if s.aliases})
 
 
 def _looks_like_a_path(text: str) -> bool:
@@ -313,60 +340,6 @@ def _stray(leftover: list[str], parser: argparse.ArgumentParser, settings: list[
     noun = "argument" if len(paths) == 1 else "arguments"
     return UsageError(f"unexpected {noun} {shown}: did you mean --log.path {shlex.quote(','.join(paths))}, "
                       f"or {PROG} report {shown}?")
-
-
-def join_repeated(args: list[str], flag: str) -> list[str]:
-    """Turn a repeated ``flag VALUE`` (or ``flag=VALUE``) into one ``flag V1,V2`` at the first place."""
-    values: list[str] = []
-    out: list[str] = []
-    first = None
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a == flag and i + 1 < len(args):
-            values.append(args[i + 1])
-            i += 2
-        elif a.startswith(flag + "="):
-            values.append(a[len(flag) + 1:])
-            i += 1
-        elif a == "--":
-            out += args[i:]
-            break
-        else:
-            out.append(a)
-            i += 1
-            continue
-        if first is None:
-            first = len(out)
-    if len(values) < 2:
-        return args
-    return out[:first] + [flag, ",".join(values)] + out[first:]
-
-
-def parse_command_line(args: list[str], settings: list[Setting], description: str) -> dict[str, Any]:
-    """Parse ``args`` into the nested values the command line set: ``{"log": {"path": "x"}, "demo": "true"}``.
-
-    Values stay strings; the settings model converts and checks them, as it does for environment
-    variables. ``--help`` and ``--version`` print and exit 0 (:class:`SystemExit`).
-
-    Raises:
-        UsageError: an unknown flag, a flag without its value, a positional argument, a boolean flag
-            with a word that is not a boolean. One line naming the flag or argument.
-    """
-    parser = build_parser(settings, description)
-    args = _spell_out_bools(list(args), settings)
-    for s in settings:
-        if s.repeatable:  # a comma-list setting: repeating its flag adds to the list
-            args = join_repeated(args, s.flag)
-    namespace, leftover = parser.parse_known_args(args)
-    leftover = [a for a in leftover if a != "--"]  # argparse may leave the end-of-options marker
-    if leftover:
-        raise _stray(leftover, parser, settings)
-    values: dict[str, Any] = {}
-    for dest, value in vars(namespace).items():
-        group, _, name = dest.rpartition(".")
-        (values.setdefault(group, {}) if group else values)[name] = value
-    return values
 
 
 def settings_table(settings: list[Setting]) -> str:

@@ -7,33 +7,33 @@ Every setting has one dotted name used everywhere::
     --web.listen-address  SGLANG_EXPORTER_WEB__LISTEN_ADDRESS  [web] listen_address = "..."
 
 A bad value raises :class:`SettingsError`, whose message names the setting; the command turns it
-into exit code 2. The command line itself (flags, ``--help``, placeholders) is generated from these
-models by :mod:`exporter.flags`; each field's ``json_schema_extra={"metavar": ...}`` is its placeholder.
+into exit code 2. pydantic-settings builds the sources from these models: its command-line source
+on the root parser of :mod:`exporter.flags` (``--help``, placeholders, one-line errors; each field's
+``json_schema_extra={"metavar": ...}`` is its placeholder), the environment, and its TOML source.
 """
 
 from __future__ import annotations
 
 import inspect
 import os
-import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError as _PydanticSettingsError,
+    TomlConfigSettingsSource,
 )
 
-from .files import read_small_file
-from .flags import PROG, UsageError, closest, parse_command_line, settings_of
+from .flags import PROG, UsageError, closest, command_line_source, settings_of
 from .limits import (
     CHUNKED_PREFILL_SIZE_MAX,
     CHUNKED_PREFILL_SIZE_MIN,
-    CONFIG_FILE_MAX_BYTES,
     DECODE_LOG_INTERVAL_MAX,
     DECODE_LOG_INTERVAL_MIN,
     DEFAULT_DECODE_LOG_INTERVAL,
@@ -56,7 +56,7 @@ from .limits import (
     MAX_SCHEDULERS,
 )
 from .paths import directory_problem
-from .settings_file import SettingsError, check_file_keys, check_file_types
+from .settings_file import SettingsError, check_file_keys, check_file_types, read_config_file
 from .setting_values import (  # noqa: F401  (imported from here by the sources and the command)
     parse_http_url,
     parse_listen_address,
@@ -70,7 +70,6 @@ ENV_PREFIX = "SGLANG_EXPORTER_"
 #: Default port: outside the 9100-9999 exporter registry range, not dcgm-exporter's 9400, not
 #: SGLang's 30000 nor torch's 29400/29500, and below Linux's ephemeral range.
 DEFAULT_PORT = 18400
-
 
 
 def shorten(value: Any, limit: int = 80) -> str:
@@ -100,8 +99,8 @@ class LogSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str | None = Field(
-        None, json_schema_extra={"metavar": "PATH", "repeatable": True},
+    path: Annotated[str | None, NoDecode] = Field(  # NoDecode: a repeated flag is a comma list
+        None, json_schema_extra={"metavar": "PATH"},
         description="SGLang log file(s) to follow (the scheduler's output; need not "
         "exist yet): one path, or several paths and quoted globs separated by commas or given by repeating "
         "the flag (a TOML array in the file), e.g. '/logs/sglang.log,/logs/requests/*.log'. Required "
@@ -312,8 +311,8 @@ class FpmSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    endpoints: str | None = Field(
-        None, json_schema_extra={"metavar": "ENDPOINT,...", "repeatable": True},
+    endpoints: Annotated[str | None, NoDecode] = Field(  # NoDecode: a repeated flag is a comma list
+        None, json_schema_extra={"metavar": "ENDPOINT,..."},
         description="ZeroMQ endpoints of SGLang's forward-pass metrics publishers (SGLang run with "
         "--enable-forward-pass-metrics), one per DP rank, separated by commas or given by repeating the "
         "flag: 'ipc:///run/sglang-fpm/fpm.0' (SGLang appends .<dp_rank> to --forward-pass-metrics-ipc-name) "
@@ -449,7 +448,8 @@ class Settings(BaseSettings):
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
                                    file_secret_settings):
-        return (init_settings, _known_environment(settings_cls, env_settings), _config_file_source(settings_cls))
+        return (init_settings, _known_environment(settings_cls, env_settings),
+                _ConfigFileSource(settings_cls, toml_file=_CONFIG_FILE))
 
 
 #: Every setting, in the order of ``--help`` and of the table in docs/configuration.md.
@@ -475,26 +475,25 @@ def _known_environment(settings_cls, env_settings: PydanticBaseSettingsSource) -
     return InitSettingsSource(settings_cls, init_kwargs=data)
 
 
-def _config_file_source(settings_cls) -> PydanticBaseSettingsSource:
-    data: dict[str, Any] = {}
-    if _CONFIG_FILE is not None:
-        where = "setting config.file (--config.file, SGLANG_EXPORTER_CONFIG__FILE)"
-        try:
-            data = tomllib.loads(read_small_file(_CONFIG_FILE, CONFIG_FILE_MAX_BYTES).decode("utf-8"))
-        except OSError as exc:
-            raise SettingsError(f"{where}: cannot read {_CONFIG_FILE}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise SettingsError(f"{where}: {_CONFIG_FILE} is not UTF-8 text") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise SettingsError(f"{where}: {_CONFIG_FILE} is not valid TOML: {exc}") from None
-        except ValueError as exc:  # not a regular file, or too large
-            raise SettingsError(f"{where}: {_CONFIG_FILE}: {exc}") from None
-        except RecursionError:  # arrays or inline tables nested hundreds deep: tomllib recurses
-            raise SettingsError(f"{where}: {_CONFIG_FILE} nests arrays or tables too deep to read") from None
-        check_file_keys(data, _CONFIG_FILE, _file_keys())
-        check_file_types(data, _CONFIG_FILE, Settings.model_fields, _names)
-    _FILE_GIVEN.update((group, name) for group, table in data.items() if isinstance(table, dict) for name in table)
-    return InitSettingsSource(settings_cls, init_kwargs=data)
+class _ConfigFileSource(TomlConfigSettingsSource):
+    """pydantic-settings' TOML source for the file of ``--config.file``, read within our limits.
+
+    Raises:
+        SettingsError: the file is missing (pydantic-settings would skip it), unreadable, not a small
+            regular file, not UTF-8, not valid TOML, or has an unknown key or a value of the wrong type;
+            the message names the file.
+    """
+
+    def _read_files(self, files: Any, deep_merge: bool = False) -> dict[str, Any]:
+        return self._read_file(Path(files)) if files is not None else {}
+
+    def _read_file(self, path: Path) -> dict[str, Any]:
+        data = read_config_file(path)
+        check_file_keys(data, path, _file_keys())
+        check_file_types(data, path, Settings.model_fields, _names)
+        _FILE_GIVEN.update((group, name) for group, table in data.items() if isinstance(table, dict)
+                           for name in table)
+        return data
 
 
 #: ``(group, name)`` of the settings the config file gave, filled while the file is read.
@@ -563,15 +562,16 @@ def load_settings(argv: list[str] | None = None) -> Settings:
     import sys
 
     args = list(sys.argv[1:] if argv is None else argv)
+    source = command_line_source(Settings, SETTINGS, inspect.cleandoc(Settings.__doc__ or ""))
     try:
-        cli = parse_command_line(args, SETTINGS, inspect.cleandoc(Settings.__doc__ or ""))
+        cli = source(args=args)()  # {"log": {"path": "x"}, "demo": "true"}: strings, checked by the model
     except UsageError as exc:
         raise SettingsError(f"{exc} (see {PROG} --help)") from None
     config_file = cli.get("config", {}).get("file") or os.environ.get(ENV_PREFIX + "CONFIG__FILE")
     _CONFIG_FILE = Path(config_file) if config_file else None
     _FILE_GIVEN.clear()
     try:
-        settings = Settings(**cli)
+        settings = Settings(_cli_settings_source=source)
         given = {(group, name) for group, table in cli.items() if isinstance(table, dict) for name in table}
         given |= {(s.group, s.name) for s in SETTINGS if s.group is not None and s.env in os.environ}
         settings._given = frozenset(given | _FILE_GIVEN)

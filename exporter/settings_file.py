@@ -1,9 +1,11 @@
 """The config file's checks before validation: unknown tables and keys (with the key meant), and
-values of the wrong TOML type (which pydantic's lax conversion would take). :mod:`exporter.settings`
-reads the file and calls them with its model."""
+values of the wrong TOML type (which pydantic's lax conversion would take), and the reading itself
+(:func:`read_config_file`). :mod:`exporter.settings` calls them with its model from pydantic-settings'
+TOML source."""
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,11 +13,36 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
+from .files import read_small_file
+from .limits import CONFIG_FILE_MAX_BYTES
 from .suggest import closest, normalized
 
 
 class SettingsError(Exception):
     """A setting has a bad value. ``str()`` names the setting, its flag and its variable."""
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The TOML file of ``--config.file`` as a dict of tables, read whole up to
+    :data:`~exporter.limits.CONFIG_FILE_MAX_BYTES`.
+
+    Raises:
+        SettingsError: the file is missing, unreadable, not a small regular file, not UTF-8 or not
+            valid TOML; one line naming the setting and the file.
+    """
+    where = "setting config.file (--config.file, SGLANG_EXPORTER_CONFIG__FILE)"
+    try:
+        return tomllib.loads(read_small_file(path, CONFIG_FILE_MAX_BYTES).decode("utf-8"))
+    except OSError as exc:
+        raise SettingsError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"{where}: {path} is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{where}: {path} is not valid TOML: {exc}") from None
+    except ValueError as exc:  # not a regular file, or too large
+        raise SettingsError(f"{where}: {path}: {exc}") from None
+    except RecursionError:  # arrays or inline tables nested hundreds deep: tomllib recurses
+        raise SettingsError(f"{where}: {path} nests arrays or tables too deep to read") from None
 
 
 def check_file_keys(data: dict[str, Any], path: Path, valid: dict[str | None, list[str]]) -> None:

@@ -237,10 +237,12 @@ def test_release_workflow_builds_and_pushes_the_image_on_a_version_tag(tmp_path)
     assert workflow["permissions"] == {"contents": "read", "packages": "write"}
     [job] = workflow["jobs"].values()
     steps = job["steps"]
-    for step in steps:
-        if "uses" in step:
-            action, _, ref = step["uses"].partition("@")
-            assert ref and ref not in ("main", "master", "latest"), step["uses"]
+    # Each action pinned by its full commit (a tag can be moved), its release named in a comment.
+    uses = re.findall(r"^\s*- uses: (\S+)(.*)$", (ROOT / ".github" / "workflows" / "image.yml").read_text(), re.M)
+    assert len(uses) == sum("uses" in step for step in steps) == 5
+    for action, comment in uses:
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", action), action
+        assert re.fullmatch(r"  # v\d+\.\d+\.\d+", comment), (action, comment)
     [push] = [s for s in steps if s.get("uses", "").startswith("docker/build-push-action@")]
     assert push["with"]["push"] is True and push["with"]["file"] == "Dockerfile"
     assert push["with"]["context"] == "."

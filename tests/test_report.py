@@ -416,6 +416,10 @@ def test_html_baseline_page(tmp_path):
     cmp = compare(report(STARTUP), report(STORM))
     page = html(cmp, make_plots(cmp))
     assert 'id="comparison"' in page and 'id="server-args-diff"' in page and "flag-worse" in page
+    ids = _Collect()
+    ids.feed(page)
+    assert len(ids.ids) == len(set(ids.ids)), sorted(i for i in ids.ids if ids.ids.count(i) > 1)
+    assert {"summary", "baseline-summary", "batch-size", "baseline-batch-size"} <= set(ids.ids)
 
 
 # -- hostile arguments and inputs (each must end in exit 1 or 2 with a message, never a traceback) ---

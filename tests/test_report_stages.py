@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from html.parser import HTMLParser
 
 import pytest
 
@@ -14,6 +15,18 @@ from exporter.report.text import text
 from report_support import report_lines
 
 T = "2026-08-20 10:15:{s:02d},{ms:03d}"
+
+
+class _Ids(HTMLParser):
+    """The ``id`` attributes of a page, in order (the standard library's parser)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.ids += [v for k, v in attrs if k == "id"]
+
 REPORTER = "sglang.srt.managers.scheduler_components.metrics_reporter"
 
 
@@ -114,9 +127,14 @@ def test_a_real_omni_html_has_each_stages_summary_and_plots_and_says_what_rests_
     for stage in ("thinker", "talker_ar"):
         block = page[page.index(f'id="stage-{stage}"'):]
         block = block[:block.index("</section>\n<section class=\"stage\"")] if '<section class="stage"' in block[10:] else block
-        assert block.index('id="summary"') < block.index('id="batch-size"')
+        assert block.index(f'id="stage-{stage}-summary"') < block.index(f'id="stage-{stage}-batch-size"')
         assert block.count("data:image/png;base64,") == 3, stage
     assert "an ASSUMED interval" in page
+    ids = _Ids()
+    ids.feed(page)
+    repeated = sorted({i for i in ids.ids if ids.ids.count(i) > 1})
+    assert not repeated, repeated  # 'summary', 'batch-size', 'plot-kv_usage'... were once per stage
+    assert {"stage-thinker-summary", "stage-talker_ar-summary", "stage-talker_ar-plot-kv_usage"} <= set(ids.ids)
     text_out = subprocess.run([sys.executable, "-m", "exporter", "report", str(omni)], capture_output=True,
                               text=True, timeout=120).stdout
     rows = [line for line in text_out.splitlines() if line.strip().startswith(("computed tokens", "tokens/s computed"))]

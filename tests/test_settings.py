@@ -76,6 +76,24 @@ def test_precedence_flag_over_env_over_file(tmp_path, monkeypatch):
     assert load_settings([]).web.telemetry_path == "/file"
 
 
+def test_command_line_values_reach_the_model_as_written(capsys):
+    """pydantic-settings parses the command line (exporter/flags.py, command_line_source); the words
+    its defaults would read otherwise stay ours: "None" and "null" are paths, a repeated --log.path is
+    one comma list, a group is set key by key (no --log JSON), and the toolkit's --web.config.file
+    is --web.config-file."""
+    assert load_settings(["--log.path", "None"]).log.paths == ["None"]
+    assert load_settings(["--log.path", "null"]).log.path == "null"
+    s = load_settings(["--log.path", "a", "--one-shot", "--log.path=b", "--log.path", "c,d"])
+    assert (s.log.paths, s.one_shot, s.given("log", "path")) == (["a", "b", "c", "d"], True, True)
+    assert load_settings(["--log.path", "x"]).given("log", "path") and not load_settings(["--demo"]).given("log", "path")
+    assert main(["--log", '{"path": "x"}']) == 2
+    assert capsys.readouterr().err == "sglang-exporter: error: unknown flag --log (see sglang-exporter --help)\n"
+    assert main(["--log.path", "x", "--web.config.file"]) == 2
+    assert "--web.config-file/--web.config.file needs a value" in capsys.readouterr().err
+    help_text = subprocess.run([*command(), "--help"], capture_output=True, text=True, timeout=60).stdout
+    assert "JSON" not in help_text and "--log.path PATH" in help_text
+
+
 def test_bad_config_file_exits_2(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text("[log\npath=")

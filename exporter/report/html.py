@@ -37,21 +37,22 @@ def _verdict(v: dict | None) -> str:
     return f'<div class="verdict {cls}" data-code="{_e(v["code"])}">{_e(v["text"])}</div>'
 
 
-def _summary(doc: dict) -> str:
-    """The page's opening: each section's verdict in its own words, the worrying ones marked."""
+def _summary(doc: dict, prefix: str = "") -> str:
+    """The page's opening: each section's verdict in its own words, the worrying ones marked.
+    ``prefix`` starts its id, as in :func:`_single`."""
     items = []
     for name, _, v in sections(doc):
         if v:
             cls = "bad" if v["code"] in _BAD else "ok" if v["code"] in _OK else ""
             items.append(f'<li class="{cls}">{_e(name.split(" ", 1)[-1])}: {_e(v["text"])}</li>')
-    return f'<section id="summary"><h2>Summary</h2><ul>{"".join(items)}</ul></section>' if items else ""
+    return f'<section id="{_e(prefix)}summary"><h2>Summary</h2><ul>{"".join(items)}</ul></section>' if items else ""
 
 
-def _img(name: str, images: dict[str, bytes], alt: str) -> str:
+def _img(name: str, images: dict[str, bytes], alt: str, prefix: str = "") -> str:
     data = images.get(name)
     if not data:
         return ""
-    return f'<img alt="{_e(alt)}" id="plot-{name}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+    return f'<img alt="{_e(alt)}" id="{_e(prefix)}plot-{name}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
 
 def _no_plots(doc: dict, images: dict[str, bytes], plotted: bool) -> str:
@@ -61,32 +62,36 @@ def _no_plots(doc: dict, images: dict[str, bytes], plotted: bool) -> str:
 
 
 def _single(doc: dict, images: dict[str, bytes], heading: str, stage_images: dict | None = None,
-            plotted: bool = True) -> str:
+            plotted: bool = True, prefix: str = "") -> str:
+    """One run's part of the page. Every id in it starts with ``prefix`` (``baseline-`` for the
+    baseline run of a comparison), and a stage's with ``stage-NAME-`` after it, so that no id is
+    repeated on the page (``summary`` once per SGLang Omni stage before)."""
     parts = [f"<h1>{_e(heading)}</h1>", '<p class="meta">' + "<br>".join(_e(x) for x in header(doc)) + "</p>"]
     stages = doc.get("stages") or {}
     if doc["schedulers"] or not stages:
         parts.append(_no_plots(doc, images, plotted))
-        parts.append(_summary(doc))
-        parts.append(_body(doc, images))
+        parts.append(_summary(doc, prefix))
+        parts.append(_body(doc, images, prefix))
     for name, sub in stages.items():  # SGLang Omni: one block per stage, with its summary and plots
         mine = (stage_images or {}).get(name, {})
-        parts.append(f'<section class="stage" id="stage-{_e(name)}"><h1>Stage {_e(name)}</h1>'
+        sp = f"{prefix}stage-{name}"
+        parts.append(f'<section class="stage" id="{_e(sp)}"><h1>Stage {_e(name)}</h1>'
                      f'<p class="meta">{_e(stage_line(sub))}</p>{_no_plots(sub, mine, plotted)}'
-                     f'{_summary(sub)}{_body(sub, mine)}</section>')
+                     f'{_summary(sub, sp + "-")}{_body(sub, mine, sp + "-")}</section>')
     return "\n".join(parts)
 
 
-def _body(doc: dict, images: dict[str, bytes]) -> str:
+def _body(doc: dict, images: dict[str, bytes], prefix: str = "") -> str:
     parts = []
     plot_for = {"1. Batch size": [("batch_queue", "running batch and queue over time"),
                                   ("batch_hist", "decode batch-size distribution")],
                 "2. Retractions": [("kv_usage", "KV usage over time with retractions")]}
     for name, rows, verdict in sections(doc):
         sid = name.split(" ", 1)[-1].lower().replace(" ", "-")
-        parts.append(f'<section id="{_e(sid)}"><h2>{_e(name)}</h2><table>')
+        parts.append(f'<section id="{_e(prefix + sid)}"><h2>{_e(name)}</h2><table>')
         parts += [f'<tr><td class="label">{_e(a)}</td><td>{_e(b)}</td></tr>' for a, b in rows]
         parts.append("</table>" + _verdict(verdict))
-        parts += [_img(p, images, alt) for p, alt in plot_for.get(name, [])]
+        parts += [_img(p, images, alt, prefix) for p, alt in plot_for.get(name, [])]
         if name == "2. Retractions" and doc["retractions"]["windows"]:
             parts.append("<details><summary>per-window retraction share</summary><table><tr><th>window start</th>"
                          "<th>batches</th><th>retractions</th><th>share</th></tr>")
@@ -94,7 +99,7 @@ def _body(doc: dict, images: dict[str, bytes]) -> str:
                       f"<td>{_e(pct(w['share'], 2))}</td></tr>" for w in doc["retractions"]["windows"]]
             parts.append("</table></details>")
         parts.append("</section>")
-    parts.append('<section id="checklist"><h2>Checklist (method, section 6)</h2><ol>')
+    parts.append(f'<section id="{_e(prefix)}checklist"><h2>Checklist (method, section 6)</h2><ol>')
     parts += [f"<li><b>{_e(c['question'])}</b> <i>[{_e(c['answerable'])}]</i><br>{_e(c['answer'])}</li>"
               for c in doc["checklist"]]
     parts.append("</ol></section>")
@@ -123,7 +128,7 @@ def html(doc: dict, images: dict[str, bytes], stage_images: dict[str, dict[str, 
                 f"<th>current</th><th>change</th><th>flag</th></tr>{rows}</table></section>"
                 f"<section id=\"server-args-diff\"><h2>server_args difference</h2><ul>{diff or '<li>identical</li>'}"
                 f"</ul></section>" + _single(doc["current"], images, "Current run", stage_images)
-                + _single(doc["baseline"], {}, "Baseline run", plotted=False))
+                + _single(doc["baseline"], {}, "Baseline run", plotted=False, prefix="baseline-"))
     else:
         body = _single(doc, images, "SGLang performance report", stage_images)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>sglang-exporter report</title>"
