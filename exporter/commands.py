@@ -70,7 +70,8 @@ def misspelt_command(argv: list[str]) -> str | None:
     if guess is None:
         return None
     rest = " ".join(shlex.quote(a) for a in argv[1:])
-    return f"unknown command {argv[0]!r}: did you mean {PROG} {guess}{' ' + rest if rest else ''}?"
+    return (f"unknown command {argv[0]!r}: did you mean {PROG} {guess}{' ' + rest if rest else ''}? "
+            f"(see {PROG} --help)")
 
 
 def parse_arguments(parser: argparse.ArgumentParser, argv: list[str] | None, check, prog: str):
@@ -131,5 +132,6 @@ class SubcommandParser(argparse.ArgumentParser):
         if m and m.group(1).startswith("-"):
             flag = m.group(1).split("=", 1)[0]
             guess = closest(flag, [o for a in self._actions for o in a.option_strings if o.startswith("--")])
-            message = f"unknown flag {flag}" + (f"; did you mean {guess}?" if guess else "")
+            message = (f"unknown flag {flag}" + (f"; did you mean {guess}?" if guess else "")
+                       + f" (see {self.prog} --help)")
         raise ArgumentError(message)

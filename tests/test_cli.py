@@ -428,7 +428,7 @@ def test_a_misspelt_subcommand_is_named_with_the_one_meant(args, meant):
     """Before, ``reprot x.log`` was read as two log paths: "did you mean --log.path reprot,x.log"."""
     line = one_error_line(run(*args))
     assert f"unknown command {args[0]!r}: did you mean {meant}?" in line
-    assert "--log.path" not in line
+    assert line.endswith("(see sglang-exporter --help)") and "--log.path" not in line
 
 
 def test_an_existing_file_named_like_a_subcommand_is_still_a_path(tmp_path):
@@ -460,6 +460,7 @@ def test_every_flag_of_every_subcommand_is_suggested_when_misspelt(name, flag, t
     assert r.returncode == ExitStatus.USAGE and r.stdout == "", r.stderr
     [line] = r.stderr.splitlines()
     assert f"unknown flag {typo}; did you mean {flag}?" in line, line
+    assert line.endswith(f"(see sglang-exporter {name} --help)"), line
     if len(flag) > 6:
         assert run(name, flag[:-1], "1", str(log)).returncode == ExitStatus.USAGE
 
