@@ -296,6 +296,10 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
         log.info("subscribed to SGLang's forward-pass metrics at %s", ", ".join(settings.fpm.endpoint_list))
     if omni_poller is not None:
         log.info("polling SGLang Omni at %s every %g s", omni_poller.base, settings.omni.poll_interval)
+    if replayer is not None:
+        near = "localhost" if shown in ("0.0.0.0", "127.0.0.1") else shown
+        log.info("demo: replaying the bundled sample log (its retraction storm starts about 25 s in); "
+                 "try: curl -s http://%s:%d%s | grep retractions_total", near, server.port, settings.web.telemetry_path)
     try:
         while not stop.wait(3600):
             pass
