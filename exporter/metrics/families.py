@@ -65,17 +65,6 @@ class Compiled:
         return {name: RawFamily(make, like) for name, make, like in self._raw}
 
 
-def resolve(obj: Any, parts: Sequence[str], labels: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
-    """``(label values, value)`` pairs found at a read path (see :class:`~exporter.metrics.defs.MetricDef`).
-
-    A step is an attribute or a mapping key; ``*`` iterates a mapping in key order, each key adding
-    label values; a path ending on a mapping gives one pair per key. ``None`` anywhere gives nothing.
-    """
-    out: list[tuple[tuple[str, ...], Any]] = []
-    _walk(obj, parts, 0, labels, out)
-    return out
-
-
 _MAPPINGS = (dict, MappingProxyType)
 
 
