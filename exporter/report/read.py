@@ -226,8 +226,10 @@ class Recorder:
             if kv is None and ev.kv.max_device_ratio is not None:
                 self.usage_rejected += 1
             samples = self._replica(origin)
+            admitted = samples.counted_since(self._counters(origin), "admitted_requests")
             samples.prefill.append(PrefillRow(t, ev.new_seq, ev.new_token, ev.cached_token, ev.queue_req, kv,
-                                              ev.running_req, len(samples.decode), self.scheduler_lines))
+                                              ev.running_req, len(samples.decode), self.scheduler_lines,
+                                              int(admitted)))
             if ev.running_req == 0:
                 samples.idle = True
         elif kind is Retraction:
@@ -243,6 +245,10 @@ class Recorder:
             self.req_stats.append(ev)
         elif kind in (Capacity, RetractAbort):
             self._replica(origin)
+
+    def _counters(self, origin):
+        """The scheduler state's counters of the replica that printed an applied line."""
+        return self.states.schedulers[(origin.stage, origin.dp_rank)].replicas[origin.replica]
 
     def _decode(self, ev: DecodeBatch, t: float | None) -> None:
         origin = ev.origin
@@ -280,7 +286,7 @@ class Recorder:
             t, ev.running_req, ev.queue_req, kv, kvu.used_tokens, main, ev.gen_throughput, ev.accept_len,
             prealloc, swa_used, swa_ratio, mamba_used, mamba_ratio, after_idle,
             ev.preallocated_usage is not None or (bool(pd) and ("prealloc" in pd or "transfer" in pd)),
-            self.scheduler_lines))
+            self.scheduler_lines, int(samples.counted_since(self._counters(origin), "decode_steps"))))
 
     def _note_start(self, ev, kind: type, t: float | None) -> None:
         """Open a start at its start-up line (:class:`StartMark`), or note a stats line in the current one."""
