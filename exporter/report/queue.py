@@ -5,12 +5,12 @@ the integral of ``#queue-req`` over time (each value held until the next line, g
 exporter) / active seconds; ``admitted_requests``: the scheduler state's admissions counter
 (``#new-seq`` less continuing chunks, :mod:`exporter.scheduler.rules`; the same figure as
 ``sglang_scheduler_admitted_requests_total``), where it came from in ``admitted_requests_source``;
-Little's-law mean wait = request-seconds queued / admitted; ``arrival_rate_per_second`` = (admitted + queue growth - retracted requests) / active
-seconds; ``decode_step_seconds``: the mean time of one decode forward step, from SGLang's own ``gen
+Little's-law mean wait = request-seconds queued / admitted; ``arrival_rate_per_second`` = (admitted +
+queue growth - retracted requests) / active seconds; ``decode_step_seconds``: the mean time of one decode forward step, from SGLang's own ``gen
 throughput`` (tokens since the previous Decode line / wall time since then, so ``#running-req`` x
 ``accept len`` / gen throughput per step), over the Decode lines whose interval held no idle time
-(:func:`decode_step`), with its per-line percentiles; from the lines' time stamps when no line
-prints gen throughput. All estimates except the
+(:func:`decode_step`), each line's steps the state's (the interval in effect at that line), with its
+per-line percentiles; from the lines' time stamps when no line prints gen throughput. All estimates except the
 per-request percentiles (``ReqTimeStats`` and ``Finish`` records: exact).
 """
 
