@@ -61,10 +61,16 @@ class KvUsage:
             ``swa``, ``mamba`` (hybrid models, 2025-06+), ``gpu`` and ``cpu`` (HiSparse, 2026-04+).
         used_tokens: KV tokens in use of the main pool: ``#token`` (plain), ``#full token`` or the
             2025-06/07 ``#token: full=F`` form, or ``#gpu token`` (HiSparse); ``None`` if not printed.
+        swa_tokens: ``#swa token`` (or the 2025-06/07 ``#token: full=F, swa=S`` form's ``S``): tokens in
+            use of a hybrid model's sliding-window pool; ``None`` if not printed.
+        mamba_num: ``mamba num``: request states in use of a hybrid model's mamba pool; ``None`` if
+            not printed.
     """
 
     pools: dict[str, float] = field(default_factory=dict)
     used_tokens: int | None = None
+    swa_tokens: int | None = None
+    mamba_num: int | None = None
 
     @property
     def max_device_ratio(self) -> float | None:
@@ -234,9 +240,12 @@ class KvAllocation:
 
 @dataclass(frozen=True, slots=True)
 class ServerArgs:
-    """The ``server_args=ServerArgs(...)`` start-up dump, reduced to the values the exporter uses.
+    """The ``server_args=ServerArgs(...)`` start-up dump (``{'name': value, ...}`` since SGLang 0.5.19).
 
     Attributes:
+        settings: Every setting of the dump as ``{name: value as printed (repr)}``, split at the dump's
+            top-level commas only (:func:`exporter.sources.log.serverargs.split_server_args`); the
+            fields below are read from it.
         decode_log_interval: ``decode_log_interval=`` (2024-10-30+): decode steps per Decode line.
         chunked_prefill_size: ``chunked_prefill_size=`` (None when ``None``, ``-1`` or absent).
         max_running_requests: ``max_running_requests=`` as configured (None when ``None``).
@@ -254,6 +263,7 @@ class ServerArgs:
     max_running_requests: int | None = None
     rank_sizes: dict[str, int] = field(default_factory=dict)
     enable_mixed_chunk: bool = False
+    settings: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from exporter import limits
-from exporter.report.linedata import _value
+from exporter.report.kv import config_number
 from exporter.sources.log.parser import Malformed, parse_line
 from exporter.settings import SettingsError, load_settings
 from exporter.status import ExitStatus
@@ -24,7 +24,7 @@ from exporter.status import ExitStatus
 def test_parser_and_report_accept_the_same_values(text, accepted):
     line = f"[2026-01-01 00:00:00] Decode batch, #running-req: 1, #token: 1, token usage: 0.01, gen throughput (token/s): {text}, #queue-req: 0"
     assert (type(parse_line(line)) is not Malformed) is accepted
-    assert (_value(text) is not None) is accepted
+    assert (config_number(text) is not None) is accepted
 
 
 def test_settings_ranges_are_the_limits():

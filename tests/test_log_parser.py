@@ -19,6 +19,8 @@ from exporter.events import (
     ServerArgs,
 )
 from exporter.sources.log.parser import Malformed, parse_line, parse_origin
+from exporter.sources.log.prefix import line_time
+from exporter.sources.log.serverargs import split_server_args
 
 # (id, line, expected type, expected attributes; "origin." keys check the Origin)
 CASES = [
@@ -578,3 +580,54 @@ def test_a_level_word_without_a_time_stamp_starts_no_message():
 def test_reservations_and_draft_pools_are_no_capacity(line):
     """The VA upper bound is a reservation and the draft pool another model's: neither is the capacity."""
     assert parse_line(line) is None
+
+
+SERVER_ARGS_DUMP = ("[2026-09-13 16:05:00] server_args=ServerArgs(model_path='/models/qwen', tp_size=1, "
+                    "chunked_prefill_size=2048, max_running_requests=8, schedule_policy='fcfs', "
+                    "json_model_override_args='{\"a\": 1, \"b\": [1, 2]}', {extra}decode_log_interval=40)")
+
+
+def test_server_args_event_carries_every_setting_nested_values_whole():
+    sa = parse_line(SERVER_ARGS_DUMP.replace("{extra}", "lora_paths=['a, b', 'c'], "))
+    assert sa.settings["json_model_override_args"] == "'{\"a\": 1, \"b\": [1, 2]}'"
+    assert sa.settings["lora_paths"] == "['a, b', 'c']"
+    assert sa.settings["decode_log_interval"] == "40" and sa.settings["max_running_requests"] == "8"
+    assert split_server_args("no dump here") == {}
+
+
+@pytest.mark.parametrize("lora", [
+    "lora_paths=['/m/a, tp_size=8', \"b'c, decode_log_interval=1\"], ",
+    "lora_paths={'x': '/m/x', 'decode_log_interval': 1, 'enable_mixed_chunk': True, 'dp_size': 4}, ",
+    "lora_paths=[LoRARef(lora_name='a', lora_path='/p, tp_size=8, chunked_prefill_size=1')], ",
+])
+def test_server_args_settings_inside_a_lora_paths_value_are_not_read(lora):
+    """A ``name=`` (or ``'name': ``) inside a quoted, bracketed or braced value of ``lora_paths`` is part
+    of that value, not a setting of the dump: the fields come from the dump's top-level split."""
+    for line in (SERVER_ARGS_DUMP.replace("{extra}", lora),
+                 "[2026-12-01 21:20:50] server_args={'tp_size': 1, 'chunked_prefill_size': 2048, 'lora_paths': "
+                 + lora.partition("=")[2].rstrip(", ") + ", 'max_running_requests': 8, 'decode_log_interval': 40}"):
+        sa = parse_line(line)
+        assert isinstance(sa, ServerArgs), sa
+        assert sa.settings["lora_paths"].startswith(("[", "{")), sa.settings
+        assert (sa.decode_log_interval, sa.chunked_prefill_size, sa.max_running_requests) == (40, 2048, 8)
+        assert sa.rank_sizes == {"TP": 1} and not sa.enable_mixed_chunk
+
+
+def test_hybrid_pools_token_counts_are_event_fields():
+    swa = parse_line("[2025-09-01 10:00:00 TP0] Decode batch, #running-req: 3, #full token: 400, full token usage: "
+                     "0.10, #swa token: 120, swa token usage: 0.20, gen throughput (token/s): 9.0, #queue-req: 0")
+    assert (swa.kv.used_tokens, swa.kv.swa_tokens, swa.kv.mamba_num) == (400, 120, None)
+    old = parse_line("[2025-07-01 10:00:00 TP0] Decode batch. #running-req: 3, #token: full=400, swa=120, "
+                     "token usage: full=0.10, swa=0.20, gen throughput (token/s): 9.0, #queue-req: 0")
+    assert (old.kv.used_tokens, old.kv.swa_tokens) == (400, 120)
+    mamba = parse_line("[2025-09-01 10:00:00 TP0] Decode batch, #running-req: 3, #full token: 400, full token usage: "
+                       "0.10, mamba num: 6, mamba usage: 0.05, gen throughput (token/s): 9.0, #queue-req: 0")
+    assert (mamba.kv.mamba_num, mamba.kv.swa_tokens) == (6, None)
+
+
+def test_line_time_reads_any_lines_leading_stamp():
+    assert line_time("[2026-01-01 10:00:00.5 TP0] Load weight end.") == (1767261600.5, False)
+    assert line_time("(SGLangEngine pid=3) [2026-01-01 10:00:00] x") == (1767261600.0, False)
+    assert line_time("[12:00:01 TP0] x") == (43201.0, True)
+    assert line_time("Traceback (most recent call last):") is None
+    assert line_time("[25:00:00] x") is None and line_time("2026-13-01 10:00:00 x") is None

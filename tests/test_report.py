@@ -49,7 +49,6 @@ from exporter.report import (
     model_kv_bytes_per_token,
     percentile,
     read_logs,
-    split_server_args,
 )
 from exporter.report import jsonable, make_plots
 from exporter.report.html import html
@@ -346,14 +345,6 @@ def test_server_args_difference_and_expect(tmp_path, capsys):
     assert status == {"max_running_requests": "different", "enable_mixed_chunk": "missing", "tp_size": "ok"}
     assert doc["startup"]["verdict"]["code"] == "mismatch"
     assert doc["settings"]["max_running_requests"] is None and doc["settings"]["decode_log_interval_source"] == "server_args"
-
-
-def test_split_server_args_keeps_nested_values():
-    sa = split_server_args(SERVER_ARGS.format(mrr=8, extra="lora_paths=['a, b', 'c'], "))
-    assert sa["json_model_override_args"] == "'{\"a\": 1, \"b\": [1, 2]}'"
-    assert sa["lora_paths"] == "['a, b', 'c']"
-    assert sa["decode_log_interval"] == "40" and sa["max_running_requests"] == "8"
-    assert split_server_args("no dump here") == {}
 
 
 def test_model_config_kv_size_cross_check(tmp_path):

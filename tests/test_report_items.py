@@ -202,11 +202,19 @@ def test_swa_pool_capacity():
 SIX_CHUNKS = [prefill(f"10:00:0{i}", 1, 8192 if i < 5 else 1234) for i in range(6)]
 
 
-def test_continuing_chunks_of_one_request_are_one_admission_without_the_size():
+def test_without_a_chunk_size_admissions_are_the_states_and_say_the_size_is_unknown(tmp_path, capsys):
+    # The state guesses no chunk size (one admission rule, exporter/scheduler/rules.py): without one each
+    # continuing chunk counts again, as in --one-shot, and the report says why; with the size, one request.
     q = from_lines(SIX_CHUNKS)
-    assert q["queue_latency"]["admitted_requests"] == 1  # was 6
-    assert q["settings"]["chunked_prefill_size"] == 8192
-    assert q["settings"]["chunked_prefill_size_source"].startswith("inferred")
+    assert q["queue_latency"]["admitted_requests"] == 6
+    assert "no chunked_prefill_size" in q["queue_latency"]["admitted_requests_source"]
+    assert q["settings"]["chunked_prefill_size"] is None and q["settings"]["chunked_prefill_size_source"] is None
+    log = tmp_path / "six.log"
+    log.write_text("\n".join(SIX_CHUNKS) + "\n")
+    assert cli.main(["report", "--format", "json", "--chunked-prefill-size", "8192", str(log)]) == 0
+    q = json.loads(capsys.readouterr().out)["queue_latency"]
+    assert q["admitted_requests"] == 1
+    assert q["admitted_requests_source"] == "scheduler state (sglang_scheduler_admitted_requests_total)"
 
 
 def test_a_decode_line_between_two_full_prefills_ends_the_chunk():
@@ -230,11 +238,11 @@ def test_two_prompts_of_one_length_are_not_chunks():
 
 def test_chunked_prefill_size_option(tmp_path, capsys):
     log = tmp_path / "chunks.log"
-    # Sizes differ from line to line, so nothing is inferred: only the option can say.
+    # Only the option can say the size: without it every #new-seq counts (1 + 1 + 2).
     log.write_text("\n".join([prefill("10:00:00", 1, 4096), prefill("10:00:01", 1, 4096),
                               prefill("10:00:02", 2, 3000, queue=0)]) + "\n")
     assert cli.main(["report", "--format", "json", str(log)]) == 0
-    assert json.loads(capsys.readouterr().out)["queue_latency"]["admitted_requests"] == 2  # inferred 4096
+    assert json.loads(capsys.readouterr().out)["queue_latency"]["admitted_requests"] == 4
     assert cli.main(["report", "--format", "json", "--chunked-prefill-size", "2048", str(log)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["queue_latency"]["admitted_requests"] == 2

@@ -19,7 +19,6 @@ from .baseline import BASELINE_SCHEMA, compare
 from .cli import main
 from .kv import model_kv_bytes_per_token
 from .plots import make_plots
-from .linedata import split_server_args
 from .files import MAX_LINE_BYTES, read_logs
 from .read import Recorder
 from .schema import SCHEMA, jsonable, violations
@@ -27,4 +26,4 @@ from .stats import distribution, percentile
 
 __all__ = ["BASELINE_SCHEMA", "MAX_LINE_BYTES", "SCHEMA", "Recorder", "analyse", "compare", "distribution",
            "jsonable", "main", "make_plots", "model_kv_bytes_per_token", "percentile", "read_logs",
-           "split_server_args", "violations"]
+           "violations"]

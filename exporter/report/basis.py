@@ -12,8 +12,11 @@
   stage, which never prints it, the largest decode CUDA-graph batch size as a proxy), KV capacity in
   tokens (start-up line, else the ``KV Cache is allocated`` line, else estimated from ``#token`` /
   ``token usage``), chunk size (start-up line, ``server_args``, ``--chunked-prefill-size``, else
-  inferred), TP size.
-* **Admissions**, with the continuing chunks of a chunked prefill discounted (:func:`count_admissions`).
+  unknown: n/a with :data:`NO_CHUNK`), TP size.
+* **Admissions**: the scheduler state's counter (``sglang_scheduler_admitted_requests_total``, the
+  one admission rule of :mod:`exporter.scheduler.rules`: ``#new-seq`` less the continuing chunk of a
+  chunked prefill), summed over schedulers; per Prefill line, the counter's gain
+  (``PrefillRow.admitted``).
 """
 
 from __future__ import annotations
@@ -22,11 +25,17 @@ import math
 from dataclasses import dataclass
 
 from ..limits import DEFAULT_DECODE_LOG_INTERVAL, QUEUE_SAMPLE_MAX_GAP_SECONDS
-from ..scheduler.state import ends_in_chunk
 from .files import InputFile
 from .read import Recorder
 from .samples import DecodeRow, PrefillRow, ReplicaSamples, RetractionRow
 from .stats import percentile
+
+#: Why the chunk size is n/a, and what that does to the admissions (the state does not guess a size).
+NO_CHUNK = ("no chunked_prefill_size: neither the start-up capacity line, server_args nor "
+            "--chunked-prefill-size gives it, so every #new-seq counts as admitted (a request whose prefill "
+            "ran in several chunks counts once per chunk)")
+#: Where ``admitted`` comes from.
+ADMITTED_SOURCE = "scheduler state (sglang_scheduler_admitted_requests_total)"
 
 #: Lines whose usage is below this are too coarse (two decimals) to estimate a pool's size from.
 ESTIMATE_MIN_USAGE = 0.10
@@ -53,60 +62,6 @@ def pool_size_estimate(pairs: list[tuple[float, float]]) -> dict | None:
         return {"size": (lo + hi) / 2, "low": lo, "high": hi}
     ratios.sort()
     return {"size": percentile(ratios, 50), "low": None, "high": None}
-
-
-def _may_continue(prev: PrefillRow, r: PrefillRow) -> bool:
-    """False when line ``r`` shows that no chunk of ``prev`` continued in it: the queue fell by all of
-    ``r``'s sequences (each came from the queue), the running batch grew by all of ``prev``'s
-    sequences (each finished its prefill), or a Decode line came between (SGLang runs a chunked
-    request's next chunk in the very next batch; with mixed chunks that batch is a Prefill line)."""
-    if r.decode_lines > prev.decode_lines:
-        return False
-    if prev.queue is not None and r.queue is not None and prev.queue - r.queue >= r.new_seq:
-        return False
-    if prev.running is not None and r.running is not None and r.running >= prev.running + prev.new_seq:
-        return False
-    return True
-
-
-def infer_chunk_size(rows: list[PrefillRow]) -> int | None:
-    """The chunk size a replica's Prefill lines reveal, when no setting gives it.
-
-    With chunked prefill no Prefill batch computes more than the chunk size, and every chunk but a
-    request's last computes exactly that many: the largest ``#new-token`` is taken as the size when
-    at least two lines print it and at least one of them is followed by a line that may continue its
-    chunk (:func:`_may_continue`; two prompts of one length admitted one after the other are not
-    chunks). ``None`` otherwise.
-    """
-    tokens = [r.new_token for r in rows]
-    if not tokens:
-        return None
-    top = max(tokens)
-    if top <= 0 or tokens.count(top) < 2:
-        return None
-    if not any(a.new_token == top and _may_continue(a, b) for a, b in zip(rows, rows[1:])):
-        return None
-    return top
-
-
-def count_admissions(rows: list[PrefillRow], chunk: int | None, inferred: bool, mixed: bool = False) -> int:
-    """Requests admitted from the queue over one replica's Prefill lines, in log order.
-
-    ``#new-seq`` counts the continuing chunk of a chunked prefill again (it left the queue with its
-    first chunk); a line whose ``#new-token`` reaches ``chunk`` ends in such a chunk, so the next line
-    counts one sequence less (the rule of the metrics). With an ``inferred`` size the next line must
-    also agree (:func:`_may_continue`). With ``mixed`` (``--enable-mixed-chunk``) a chunk's budget is
-    ``chunk`` less the line's ``#running-req`` (:func:`~exporter.scheduler.state.ends_in_chunk`).
-    """
-    admitted = 0
-    prev: PrefillRow | None = None
-    for r in rows:
-        cont = prev is not None and ends_in_chunk(prev.new_token, chunk, prev.running, mixed)
-        if cont and inferred and not _may_continue(prev, r):
-            cont = False
-        admitted += max(r.new_seq - (1 if cont else 0), 0)
-        prev = r
-    return admitted
 
 
 def _primary(rec: Recorder, attr: str) -> dict[str, ReplicaSamples]:
@@ -147,6 +102,7 @@ class Basis:
     chunk: int | None
     chunk_source: str | None
     admitted: int
+    admitted_source: str
     tp_size: int | None
     tp_source: str | None
     pd_decode: bool
@@ -232,18 +188,8 @@ def basis(rec: Recorder, inputs: list[InputFile]) -> Basis:
                                                     for c in (first.capacity, st.capacities.get(first_key[0])))
                             else "server_args" if sa is not None and sa.chunked_prefill_size == chunk
                             else "--chunked-prefill-size")
-    admitted = 0
-    inferred_sizes = set()
-    for rows in prefill_by.values():
-        size, inferred = chunk, False
-        if size is None:
-            size = infer_chunk_size(rows)
-            inferred = size is not None
-            if inferred:
-                inferred_sizes.add(size)
-        admitted += count_admissions(rows, size, inferred, st.mixed_chunk())
-    if chunk is None and len(inferred_sizes) == 1:
-        chunk, chunk_source = inferred_sizes.pop(), "inferred: the largest #new-token, repeated"
+    admitted = int(sum(s.counter("admitted_requests") for s in scheds.values()))
+    admitted_source = ADMITTED_SOURCE if chunk is not None or not prefill else f"{ADMITTED_SOURCE}; {NO_CHUNK}"
 
     tp_size, tp_source = None, None
     sa_tp = rec.server_args.get("tp_size", "")
@@ -267,7 +213,7 @@ def basis(rec: Recorder, inputs: list[InputFile]) -> Basis:
         ceiling=ceiling, ceiling_source=ceiling_source, capacity_line=cap,
         capacity_tokens=cap_tokens, capacity_source=cap_source, capacity_range=cap_range,
         capacity_exact=cap_tokens is not None and cap_source is not None and not cap_source.startswith("estimated"),
-        chunk=chunk, chunk_source=chunk_source, admitted=admitted,
+        chunk=chunk, chunk_source=chunk_source, admitted=admitted, admitted_source=admitted_source,
         tp_size=tp_size, tp_source=tp_source,
         pd_decode=bool(decode) and not prefill and any(r.pd_decode for r in decode),
     )

@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunked-prefill-size", "--sglang.chunked-prefill-size", dest="chunked_prefill_size", type=int,
                    default=None, metavar="TOKENS",
                    help="SGLang's --chunked-prefill-size when the log has neither the start-up capacity line nor "
-                        "server_args, so the continuing chunks of a request count as one admission (default: "
-                        f"inferred from the Prefill lines; {CHUNKED_PREFILL_SIZE_MIN} to {CHUNKED_PREFILL_SIZE_MAX:,})")
+                        "server_args, so the continuing chunks of a request count as one admission (default: unknown, "
+                        f"every #new-seq counts; {CHUNKED_PREFILL_SIZE_MIN} to {CHUNKED_PREFILL_SIZE_MAX:,})")
     p.add_argument("--model-config", metavar="CONFIG_JSON",
                    help="Hugging Face config.json: per-token KV size, cross-checked against the log's capacity")
     p.add_argument("--kv-bytes", type=float, metavar="BYTES", help="bytes per KV element (fp8: 1), overriding the "

@@ -2,7 +2,7 @@
 
 Figures (all exact counts of what was read): per input ``bytes``, ``lines``, ``oversized_lines``
 (skipped), ``scheduler_lines``; ``lines``: parsed and malformed lines per kind, other lines,
-numbers the report reads itself that were damaged and ignored, and (top level) SGLang Omni lines of
+damaged numbers of what the report takes beyond the scheduler counters (ignored), and (top level) SGLang Omni lines of
 several stages that no stage could claim (``unattributed``, per kind); ``span``: the first and last
 time-stamped line of any kind, ``seconds`` between them, ``stats_seconds`` between the first and last
 Prefill/Decode line and ``active_seconds`` the same with silences capped (see
@@ -48,7 +48,8 @@ def lines(b: Basis) -> dict:
     return {"parsed": {k: rec.lines[(k, "parsed")] for k in kinds},
             "malformed": {k: rec.lines[(k, "malformed")] for k in kinds},
             "ignored": rec.lines[("other", "ignored")],
-            # values the report reads itself (outside the parser) that were damaged and ignored
+            # damaged values beyond the scheduler counters: Finish records, the parser's malformed KV Cache
+            # lines, server_args' tp_size; ignored
             "values_rejected": {"finish": rec.finish.rejected, "kv_alloc": rec.kv_alloc_rejected,
                                 "server_args_tp_size": int(bool(sa_tp) and b.tp_source != "server_args"),
                                 "usage_above_1": rec.usage_rejected}}

@@ -19,10 +19,24 @@ import math
 from .basis import ESTIMATE_MIN_USAGE, Basis, pool_size_estimate
 from .domains import AMOUNT, COUNT, FREE, LABEL, POSITIVE, REASONS, SHARE, VERDICT, Dist, Figures, MapOf, Range, verdict
 from .fmt import num
-from .linedata import _value
 from .stats import distribution, plural, ratio
 
+from ..limits import in_value_range
 from ..method import OFFLINE_RANGE, SAFETY_FACTOR, capacity_requests, kv_tokens_per_request, safe_capacity
+
+
+
+def config_number(text: str) -> float | None:
+    """``text`` (a model config's value) as a number the parser accepts too
+    (:func:`~exporter.limits.in_value_range`, ASCII digits only), else ``None``. Never raises."""
+    if len(text) > 40 or not text.isascii():  # huge digit strings; non-ASCII digits, as in the parser
+        return None
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if in_value_range(x) else None
+
 
 DOMAINS = {
     "capacity_tokens": COUNT,
@@ -70,7 +84,7 @@ def model_kv_bytes_per_token(config: dict, tp_size: int, kv_bytes: float | None)
             return None
         if isinstance(v, bool) or not isinstance(v, (int, float, str)):
             raise ValueError(f"{key} missing or not a number")
-        x = _value(str(v))
+        x = config_number(str(v))
         if x is None or x != int(x) or (x == 0 and not zero) or x > 1 << 24:
             raise ValueError(f"{key}: {str(v)[:40]!r} is not a positive whole number")
         return int(x)

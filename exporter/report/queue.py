@@ -2,14 +2,15 @@
 
 Figures: ``depth``: ``#queue-req`` per Decode line (exact samples); ``time_weighted_mean_depth`` =
 the integral of ``#queue-req`` over time (each value held until the next line, gaps capped as in the
-exporter) / active seconds; ``admitted_requests``: sum of ``#new-seq`` less continuing chunks
-(:func:`~exporter.report.basis.count_admissions`); Little's-law mean wait = request-seconds queued /
-admitted; ``arrival_rate_per_second`` = (admitted + queue growth - retracted requests) / active
-seconds; ``decode_step_seconds``: the mean time of one decode forward step, from SGLang's own ``gen
+exporter) / active seconds; ``admitted_requests``: the scheduler state's admissions counter
+(``#new-seq`` less continuing chunks, :mod:`exporter.scheduler.rules`; the same figure as
+``sglang_scheduler_admitted_requests_total``), where it came from in ``admitted_requests_source``;
+Little's-law mean wait = request-seconds queued / admitted; ``arrival_rate_per_second`` = (admitted +
+queue growth - retracted requests) / active seconds; ``decode_step_seconds``: the mean time of one decode forward step, from SGLang's own ``gen
 throughput`` (tokens since the previous Decode line / wall time since then, so ``#running-req`` x
 ``accept len`` / gen throughput per step), over the Decode lines whose interval held no idle time
-(:func:`decode_step`), with its per-line percentiles; from the lines' time stamps when no line
-prints gen throughput. All estimates except the
+(:func:`decode_step`), each line's steps the state's (the interval in effect at that line), with its
+per-line percentiles; from the lines' time stamps when no line prints gen throughput. All estimates except the
 per-request percentiles (``ReqTimeStats`` and ``Finish`` records: exact).
 """
 
@@ -32,6 +33,7 @@ DOMAINS = {
     "depth_last": COUNT,
     "time_weighted_mean_depth": AMOUNT,
     "admitted_requests": COUNT,
+    "admitted_requests_source": LABEL,
     "queue_request_seconds": AMOUNT,
     "mean_wait_seconds_littles_law": AMOUNT,
     "steady_state": FLAG,
@@ -55,7 +57,8 @@ def _bounded_steps(b: Basis) -> tuple[list[tuple[float, float, int]], int]:
     """Per Decode line with gen throughput and running requests, outside idle periods: (seconds per
     step, seconds per output token, running requests) (:func:`exporter.method.decode_step`), and how many lines were
     left out because their step is longer than the log allows (:func:`exporter.method.decode_step_bound`:
-    the time since the scheduler's previous Decode line over the decode-log interval), as when
+    the time since the scheduler's previous Decode line over the decode steps the state counted for the
+    line: the interval in effect there), as when
     SGLang's gen throughput counts a silence or a pause as decoding."""
     timed, over = [], 0
     for rows in b.decode_by_sched.values():
@@ -67,7 +70,7 @@ def _bounded_steps(b: Basis) -> tuple[list[tuple[float, float, int]], int]:
             step = method.decode_step(r.running, r.accept_len, r.gen_throughput)
             if step is None or r.after_idle:
                 continue
-            bound = method.decode_step_bound(gap, b.interval)
+            bound = method.decode_step_bound(gap, r.steps)
             if bound is not None and step > bound:
                 over += 1
                 continue
@@ -108,8 +111,8 @@ def decode_step(b: Basis) -> tuple[float | None, float | None, list[float], str 
         for r in rows:
             if r.t is not None and prev is not None and not r.after_idle and r.t >= prev:
                 dt += r.t - prev
-                per_line.append((r.t - prev) / b.interval)
-                steps += b.interval
+                per_line.append((r.t - prev) / r.steps)
+                steps += r.steps
                 n += 1
                 accept.append(r.accept_len or 1.0)
             if r.t is not None:
@@ -148,9 +151,11 @@ def section(b: Basis) -> dict:
         no_admit = ("a PD decode server prints no Prefill lines: its admissions are the prefill server's"
                     if b.pd_decode else "no Prefill lines in the log: admissions are not visible")
         admitted = f.set("admitted_requests", None, no_admit)
+        f.put("admitted_requests_source", None)
     else:
         no_admit = None
         admitted = f.set("admitted_requests", b.admitted)
+        f.put("admitted_requests_source", b.admitted_source)
     f.set("queue_request_seconds", qrs)
     steady = growth is not None and method.queue_steady(q_start, q_end, admitted or 0)
     little = method.littles_law_wait(qrs, admitted) if no_admit is None and b.has_time and admitted else None
@@ -236,7 +241,7 @@ def arrival_window(b: Basis) -> tuple[float, int] | None:
     last, first_rise, rows_of = None, None, {}
     for sched in set(b.decode_by_sched) | set(b.prefill_by_sched):
         rows = [(r.seq, r.t, r.queue, 0, False) for r in b.decode_by_sched.get(sched, ()) if r.t is not None]
-        rows += [(r.seq, r.t, r.queue, r.new_seq, r.running == 0)
+        rows += [(r.seq, r.t, r.queue, r.admitted, r.running == 0)
                  for r in b.prefill_by_sched.get(sched, ()) if r.t is not None]
         rows = rows_of[sched] = [r for r in sorted(rows) if r[2] is not None]
         retracted = [(r.t, r.requests) for r in b.retractions_by_sched.get(sched, ()) if r.t is not None]

@@ -1,7 +1,9 @@
 """Reading recorded lines: every line through the sidecar's own ingest (:class:`~exporter.sources.log.ingest.Ingest`:
 parser, stage attribution, scheduler store, line counts), plus the per-line samples that percentiles need
-(:class:`Recorder`, the ingest's observer) and the line data the report reads itself
-(:mod:`exporter.report.linedata`). The files are split into lines by the sidecar's splitter in :mod:`.files`.
+(:class:`Recorder`, the ingest's observer). Everything is read from the parser's events (the
+``server_args`` settings, the ``KV Cache is allocated`` line, hybrid pools' ``#swa token`` and ``mamba
+num``) and the prefix parse (:func:`~exporter.sources.log.prefix.line_time` of a line that is no event);
+the report reads no line itself. The files are split into lines by the sidecar's splitter in :mod:`.files`.
 
 An SGLang Omni log holds one scheduler per pipeline stage: the samples are kept per stage, and
 :meth:`Recorder.stage_view` gives each stage's own recorder, so the report has one section per stage
@@ -16,13 +18,13 @@ from collections import Counter
 
 from ..limits import DEFAULT_DECODE_LOG_INTERVAL, QUEUE_SAMPLE_MAX_GAP_SECONDS
 from .samples import START_COUNTERS, DecodeRow, PrefillRow, ReplicaSamples, RetractionRow, StartMark
-from .linedata import MAMBA_NUM, SWA_TOKENS, kv_allocation, line_time, split_server_args
 from .upstream import (
     KIND_OF,
     Capacity,
     DecodeBatch,
     Ingest,
     KvAllocation,
+    Malformed,
     PrefillBatch,
     ReqTimeStats,
     RequestLog,
@@ -32,6 +34,7 @@ from .upstream import (
     SchedulerStore,
     ServerArgs,
     StageAttribution,
+    line_time,
 )
 
 #: Event types of SGLang Omni's own lines that are no scheduler line of the report (pipeline facts).
@@ -79,7 +82,7 @@ class Recorder:
         self.req_stats: list[ReqTimeStats] = []
         self.req_stats_negative = 0
         self.finish = RequestLog()  # SGLang's request records (--log-requests): the one reader of them
-        self.kv_alloc: tuple[int, float] | None = None  # latest (#tokens, K+V GiB)
+        self.kv_alloc: tuple[int, float | None] | None = None  # latest (#tokens, K+V GiB or None)
         self.kv_alloc_tokens: set[int] = set()  # every #tokens printed (several AR stages differ)
         self.kv_alloc_rejected = 0  # KV Cache is allocated lines with a damaged number
         self.usage_rejected = 0  # usage ratios above 1 on stats lines, not used as samples
@@ -159,14 +162,6 @@ class Recorder:
                     self.max_tp_tag = max(self.max_tp_tag, int(tag[2:]))
         return s
 
-    def _kv_alloc_line(self, line: str) -> None:
-        alloc = kv_allocation(line)
-        if alloc is False:
-            self.kv_alloc_rejected += 1
-        elif alloc is not None:
-            self.kv_alloc = alloc
-            self.kv_alloc_tokens.add(alloc[0])
-
     def feed(self, lines: list[str]) -> None:
         """Read complete lines (without their terminators; the sidecar's splitter made them), in order.
 
@@ -187,14 +182,17 @@ class Recorder:
         line = lines[0] if lines else ""
         own = parsed[0] if parsed else None
         kind = type(own)
-        if "KV Cache is allocated" in line and (kind is not KvAllocation or own.origin.task is None):
-            self._kv_alloc_line(line)  # plain SGLang's; an SGLang Omni stage's is its own (_record)
+        if kind is KvAllocation and own.origin.task is None:  # plain SGLang's; an SGLang Omni stage's: _record
+            self.kv_alloc = (own.tokens, own.size_bytes / 2**30 if own.size_bytes is not None else None)
+            self.kv_alloc_tokens.add(own.tokens)
+        elif kind is Malformed and own.kind == "kv_allocation":
+            self.kv_alloc_rejected += 1
         if not applied or applied[-1] is not own:  # no event of its own applied: the line's time still counts
             stamp = line_time(line) if line else None
             if stamp:
                 self._note_time(*stamp)
         for ev in applied:
-            self._record(ev, line if ev is own else "")
+            self._record(ev)
 
     def finish_attribution(self) -> None:
         """Decide SGLang Omni's held start-up lines (the end of the input)."""
@@ -205,9 +203,9 @@ class Recorder:
         """Lines per ``(kind, result)``, as the sidecar counts them (``sglang_exporter_log_lines_total``)."""
         return self.ingest.stats.lines
 
-    def _record(self, ev, line: str) -> None:
-        """Record one applied event with the samples the report needs. ``line`` is the event's own line
-        (empty for an SGLang Omni start-up event released later)."""
+    def _record(self, ev) -> None:
+        """Record one applied event with the samples the report needs (an SGLang Omni start-up event
+        may come after later lines: the attribution holds it until its stage is known)."""
         kind = type(ev)
         origin = ev.origin
         if kind is KvAllocation and origin.stage:  # an SGLang Omni stage's KV pool: (#tokens, K+V GiB)
@@ -222,14 +220,16 @@ class Recorder:
         if not origin.stage:
             self._note_start(ev, kind, t)
         if kind is DecodeBatch:
-            self._decode(ev, line, t)
+            self._decode(ev, t)
         elif kind is PrefillBatch:
             kv = _share(ev.kv.max_device_ratio)
             if kv is None and ev.kv.max_device_ratio is not None:
                 self.usage_rejected += 1
             samples = self._replica(origin)
+            admitted = samples.counted_since(self._counters(origin), "admitted_requests")
             samples.prefill.append(PrefillRow(t, ev.new_seq, ev.new_token, ev.cached_token, ev.queue_req, kv,
-                                              ev.running_req, len(samples.decode), self.scheduler_lines))
+                                              ev.running_req, len(samples.decode), self.scheduler_lines,
+                                              int(admitted)))
             if ev.running_req == 0:
                 samples.idle = True
         elif kind is Retraction:
@@ -238,7 +238,7 @@ class Recorder:
                 self.unestimated[(origin.stage, origin.dp_rank, origin.replica)] += 1
             self._replica(origin).retractions.append(RetractionRow(t, ev.retracted_reqs, ev.new_tokens_gained))
         elif kind is ServerArgs:
-            self.server_args = split_server_args(line)
+            self.server_args = ev.settings
         elif kind is ReqTimeStats:
             if ev.queue_duration < 0:
                 self.req_stats_negative += 1
@@ -246,7 +246,11 @@ class Recorder:
         elif kind in (Capacity, RetractAbort):
             self._replica(origin)
 
-    def _decode(self, ev: DecodeBatch, line: str, t: float | None) -> None:
+    def _counters(self, origin):
+        """The scheduler state's counters of the replica that printed an applied line."""
+        return self.states.schedulers[(origin.stage, origin.dp_rank)].replicas[origin.replica]
+
+    def _decode(self, ev: DecodeBatch, t: float | None) -> None:
         origin = ev.origin
         kvu = ev.kv
         pools = kvu.pools
@@ -257,10 +261,8 @@ class Recorder:
             main = next((pools[p] for p in ("kv", "full", "gpu") if p in pools), None)
             kv = kvu.max_device_ratio
             swa_ratio, mamba_ratio = pools.get("swa"), pools.get("mamba")
-            m = MAMBA_NUM.search(line) if mamba_ratio is not None else None
-            mamba_used = int(m.group(1)) if m else None
-            m = SWA_TOKENS.search(line) if swa_ratio is not None else None
-            swa_used = int(m.group(1)) if m else None
+            mamba_used = kvu.mamba_num if mamba_ratio is not None else None
+            swa_used = kvu.swa_tokens if swa_ratio is not None else None
             for name in ("swa", "mamba", "full", "gpu"):  # a ratio above 1 is damage: not a sample
                 if pools.get(name, 0.0) > 1.0:
                     self.usage_rejected += 1
@@ -284,7 +286,7 @@ class Recorder:
             t, ev.running_req, ev.queue_req, kv, kvu.used_tokens, main, ev.gen_throughput, ev.accept_len,
             prealloc, swa_used, swa_ratio, mamba_used, mamba_ratio, after_idle,
             ev.preallocated_usage is not None or (bool(pd) and ("prealloc" in pd or "transfer" in pd)),
-            self.scheduler_lines))
+            self.scheduler_lines, int(samples.counted_since(self._counters(origin), "decode_steps"))))
 
     def _note_start(self, ev, kind: type, t: float | None) -> None:
         """Open a start at its start-up line (:class:`StartMark`), or note a stats line in the current one."""

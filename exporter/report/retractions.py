@@ -2,8 +2,10 @@
 
 Figures: ``events``, ``requests``, ``aborted_requests``, ``freed_tokens`` (``#new_tokens_gained``):
 exact counts of retraction lines, once per scheduler however many replicas printed them;
-``batches`` = prefill batches + decode steps (Decode lines x ``decode_log_interval``: an estimate
-when the interval is the default rather than the log's ``server_args``); ``share_of_batches`` =
+``batches`` = prefill batches + decode steps (the scheduler state's counters; decode steps are Decode
+lines x the ``decode_log_interval`` in effect at each line: an estimate when the interval is the
+default rather than the log's ``server_args``), per window the same per line
+(``DecodeRow.steps``); ``share_of_batches`` =
 events / batches, overall and per ``--window`` seconds, against :data:`RETRACTION_RULE`; the peak and
 the windows above the rule count only windows of at least :data:`~exporter.method.MIN_WINDOW_BATCHES`
 batches (fewer cannot resolve the rule: one retraction in 13 batches is 7.7%).
@@ -54,7 +56,7 @@ def _windows(b: Basis, window: float) -> list[dict]:
     buckets: dict[int, list[int]] = {}
     for r in b.decode:
         if r.t is not None:
-            buckets.setdefault(int((r.t - start) // window), [0, 0])[0] += b.interval
+            buckets.setdefault(int((r.t - start) // window), [0, 0])[0] += r.steps
     for r in b.prefill:
         if r.t is not None:
             buckets.setdefault(int((r.t - start) // window), [0, 0])[0] += 1

@@ -16,7 +16,9 @@ class DecodeRow(NamedTuple):
     ``full token usage`` or ``gpu token usage``) and ``used_tokens`` its ``#token``. ``after_idle``:
     the interval that this line closes may hold time without decoding (it is the replica's first
     Decode line, a Prefill line with ``#running-req: 0`` came between, or the gap to the previous
-    Decode line exceeds :data:`~exporter.limits.QUEUE_SAMPLE_MAX_GAP_SECONDS`).
+    Decode line exceeds :data:`~exporter.limits.QUEUE_SAMPLE_MAX_GAP_SECONDS`). ``steps``: the decode
+    steps the scheduler state counted for this line (the interval in effect when it was applied:
+    ``decode_log_interval`` of the latest ``server_args``, else the setting).
     """
 
     t: float | None
@@ -35,11 +37,13 @@ class DecodeRow(NamedTuple):
     after_idle: bool
     pd_decode: bool
     seq: int = 0  # the scheduler line's number in read order (orders the ranks' lines of one second)
+    steps: int = 0
 
 
 class PrefillRow(NamedTuple):
     """One ``Prefill batch`` line as the report uses it (``decode_lines``: the replica's Decode lines
-    read before it)."""
+    read before it; ``admitted``: the requests the scheduler state counted as admitted by this line,
+    ``#new-seq`` less a continuing chunk, :func:`~exporter.scheduler.rules.admissions`)."""
 
     t: float | None
     new_seq: int
@@ -50,6 +54,7 @@ class PrefillRow(NamedTuple):
     running: int | None
     decode_lines: int = 0
     seq: int = 0  # as DecodeRow.seq
+    admitted: int = 0
 
 
 @dataclass(slots=True)
@@ -93,7 +98,8 @@ class ReplicaSamples:
     """Per-line samples of one replica (``Origin.replica``) of one scheduler, in log order.
 
     ``idle``: a Prefill line with ``#running-req: 0`` came after the latest Decode line;
-    ``last_decode_t``: that line's time (``False`` before the first Decode line).
+    ``last_decode_t``: that line's time (``False`` before the first Decode line); ``counted``: the
+    state's counters of this replica as of its latest row (a row's own figure is the difference).
     """
 
     decode: list[DecodeRow] = field(default_factory=list)
@@ -101,3 +107,12 @@ class ReplicaSamples:
     retractions: list[RetractionRow] = field(default_factory=list)
     idle: bool = False
     last_decode_t: float | None | bool = False
+    counted: dict[str, float] = field(default_factory=dict)
+
+    def counted_since(self, counters, name: str) -> float:
+        """What the state's counter ``name`` of this replica (``counters``: its
+        :class:`~exporter.scheduler.state.ReplicaCounters`) gained since this replica's previous row."""
+        now = getattr(counters, name)
+        gained = now - self.counted.get(name, 0)
+        self.counted[name] = now
+        return gained

@@ -51,10 +51,12 @@ def seconds_reason(b: Basis) -> str | None:
 def decode_basis(b: Basis) -> str:
     """What the decode tokens (and every rate built on them) rest on: the Decode lines times the
     decode-log interval, and where that interval came from; an assumed one says so."""
+    steps = (f"{b.interval} steps" if b.total("decode_steps") == b.total("decode_lines") * b.interval else
+             f"the steps of the interval in effect at each line (the starts differ; the latest {b.interval})")
     if b.interval_source == "default":
-        return (f"estimated: Decode lines x {b.interval} steps, an ASSUMED interval, SGLang's default: "
+        return (f"estimated: Decode lines x {steps}, an ASSUMED interval, SGLang's default: "
                 "the log does not give it")
-    return f"estimated: Decode lines x {b.interval} steps, the interval from {b.interval_source}"
+    return f"estimated: Decode lines x {steps}, the interval from {b.interval_source}"
 
 
 def section(b: Basis) -> dict:

@@ -22,10 +22,12 @@ from ..events import (
 from ..sources.log.attribution import StageAttribution
 from ..sources.log.ingest import Ingest
 from ..sources.log.lines import LineSplitter
+from ..sources.log.parser import Malformed
+from ..sources.log.prefix import line_time
 from ..sources.log.requestlog import RequestLog
 from ..scheduler.state import SchedulerStates
 from ..scheduler.store import SchedulerStore
 
 __all__ = ["KINDS", "KIND_OF", "Capacity", "CudaGraphCapture", "DecodeBatch", "Ingest", "KvAllocation",
-           "LineSplitter", "PrefillBatch", "ReqTimeStats", "RequestLog", "RetractAbort", "Retraction", "SchedulerStates",
-           "SchedulerStore", "ServerArgs", "StageAttribution"]
+           "LineSplitter", "Malformed", "PrefillBatch", "ReqTimeStats", "RequestLog", "RetractAbort", "Retraction", "SchedulerStates",
+           "SchedulerStore", "ServerArgs", "StageAttribution", "line_time"]

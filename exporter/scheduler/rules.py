@@ -52,14 +52,9 @@ def chunk_ends(new_token: Sequence[int], chunk: int | None, running: Iterable[in
     return map(ge, new_token, repeat(chunk))
 
 
-def ends_in_chunk(new_token: int, chunk: int | None, running: int | None, mixed: bool) -> bool:
-    """:func:`chunk_ends` of one Prefill line (the report's admission count reads it line by line)."""
-    return next(iter(chunk_ends((new_token,), chunk, (running,), mixed)))
-
-
 def admissions(new_seq: Iterable[int], continues: Iterable[bool]) -> Iterator[int]:
     """Requests each Prefill line admitted from the queue: ``#new-seq`` less the request whose chunk
-    the previous line left unfinished (``continues``: :func:`ends_in_chunk` of that line), which left
+    the previous line left unfinished (``continues``: :func:`chunk_ends` of that line), which left
     the queue with its first chunk. Column-wise, as :func:`decode_tokens`."""
     return map(max, map(sub, new_seq, continues), repeat(0))
 

@@ -66,7 +66,6 @@ from ..limits import (
 from .histogram import Histogram
 from . import rules
 from .pipeline import PipelineState
-from .rules import ends_in_chunk  # noqa: F401  (the report's admissions read it from here)
 
 #: A scheduler's identity: ``(stage, dp_rank)``, in the order of :data:`exporter.metrics.SCHEDULER_LABELS`.
 Key = tuple[str, str]

@@ -476,7 +476,7 @@ def _add_event(b: _Builder, origin: Origin, ev: Event, n: int) -> None:
     else:
         rr.new_seq.append(ev.new_seq)
         rr.new_token.append(ev.new_token)
-        rr.prefill_running.append(ev.running_req or 0)  # None and 0 alike to rules.ends_in_chunk
+        rr.prefill_running.append(ev.running_req or 0)  # None and 0 alike to rules.chunk_ends
         rr.replay_tokens += ev.replay_token or 0
         if ev.cached_token:
             rr.cached_tokens += ev.cached_token

@@ -35,11 +35,11 @@ from ...events import (
     ReqTimeStats,
     RetractAbort,
     Retraction,
-    ServerArgs,
 )
-from ...limits import DECODE_LOG_INTERVAL_MAX, DECODE_LOG_INTERVAL_MIN, MAX_COUNT_DIGITS, in_value_range
+from ...limits import MAX_COUNT_DIGITS, in_value_range
 from .omni import parse_omni_line
 from .prefix import parse_origin, starts_message
+from .serverargs import server_args_event
 
 __all__ = ["Malformed", "parse_line", "parse_origin"]
 
@@ -195,7 +195,9 @@ def _kv(fields: dict[str, str]) -> KvUsage:
         if key in fields:
             used = _int(fields[key])
             break
-    return KvUsage(pools, used)
+    if "#swa token" not in fields and "mamba num" not in fields:  # the common line
+        return KvUsage(pools, used)
+    return KvUsage(pools, used, _opt_int(fields, "#swa token"), _opt_int(fields, "mamba num"))
 
 
 def _graph(fields: dict[str, str]) -> bool | None:
@@ -397,53 +399,9 @@ def _kv_allocation(line: str, start: int, j: int, post_capture: bool = False) ->
         return Malformed("kv_allocation", str(exc))
 
 
-#: ``server_args`` values read, in both forms SGLang printed: ``ServerArgs(name=value, ...)`` (up to
-#: 0.5.18) and the Python dict ``{'name': value, ...}`` (0.5.19+, ``_server_args_for_logging``).
-_SERVER_ARG = {
-    name: re.compile(rf"(?:(?<![\w.]){name}=|'{name}': )(-?\d{{1,9}}|None)(?!\d)", re.ASCII)
-    for name in ("decode_log_interval", "chunked_prefill_size", "max_running_requests")
-}
-#: ``enable_mixed_chunk`` of ``server_args``, in both forms.
-_MIXED_CHUNK = re.compile(r"(?:(?<![\w.])enable_mixed_chunk=|'enable_mixed_chunk': )True\b", re.ASCII)
-#: Parallel sizes of ``server_args`` by the rank tag they bound (``docs/log-format.md#rank-tags``).
-_RANK_SIZE = {
-    tag: re.compile(rf"(?:(?<![\w.]){name}=|'{name}': )(\d{{1,6}})(?!\d)", re.ASCII)
-    for tag, name in (("DP", "dp_size"), ("TP", "tp_size"), ("PP", "pp_size"), ("EP", "ep_size"),
-                      ("ATTN_CP", "attn_cp_size"), ("MOE_DP", "moe_dp_size"))
-}
-
-
 def _server_args(line: str, start: int) -> Event | Malformed:
-    body = line[start:]
-    found = False
-    values: dict[str, int | None] = {}
-    for name, pattern in _SERVER_ARG.items():
-        m = pattern.search(body)
-        if m:
-            found = True
-            if m.group(1) != "None":
-                values[name] = int(m.group(1))
-    interval = values.get("decode_log_interval")
-    if interval is not None and not DECODE_LOG_INTERVAL_MIN <= interval <= DECODE_LOG_INTERVAL_MAX:
-        return Malformed("server_args", f"decode_log_interval={interval}")
-    chunk = values.get("chunked_prefill_size")
-    sizes = {}
-    for tag, pattern in _RANK_SIZE.items():
-        m = pattern.search(body)
-        if m:
-            found = True
-            if int(m.group(1)) > 0:
-                sizes[tag] = int(m.group(1))
-    if not found:  # a line counted as parsed is a line applied: no known setting, nothing applied
-        return Malformed("server_args", "no known setting")
-    return ServerArgs(
-        origin=parse_origin(line[:start]),
-        decode_log_interval=interval,
-        chunked_prefill_size=chunk if chunk is not None and chunk > 0 else None,
-        max_running_requests=values.get("max_running_requests"),
-        rank_sizes=sizes,
-        enable_mixed_chunk=_MIXED_CHUNK.search(body) is not None,
-    )
+    ev = server_args_event(line, start)  # the dump split once (.serverargs)
+    return Malformed(*ev) if type(ev) is tuple else ev
 
 
 _QUEUE_DURATION = re.compile(r"(?<![\w(])queue_duration=(-?\d{1,12}(?:\.\d{1,9})?)ms", re.ASCII)

@@ -121,6 +121,39 @@ def parse_origin(prefix: str) -> Origin:
     return origin
 
 
+#: The time stamp that starts a line (after blanks and a Ray actor tag): the prefix's date-time or
+#: time of day, in a bracket or not. Linear: bounded repeats, anchored at the start.
+_LEADING_STAMP = re.compile(r"\s{0,8}(?:\(\w{1,64} pid=\d{1,10}\) ?)?(?:\[?(?=\d{4}-)|\[(\d\d):(\d\d):(\d\d)"
+                            r"(?:[.,](\d{1,9}))?[\] ])", re.ASCII)
+
+
+def line_time(line: str) -> tuple[float, bool] | None:
+    """The time stamp that starts any log line, scheduler line or not: ``(seconds, time_of_day_only)``,
+    or ``None`` when the line starts with none.
+
+    Read as :func:`parse_origin` reads a prefix's time: a date and time gives seconds since the epoch
+    (the server's naive wall clock read as UTC); SGLang's 2024 time-only ``[HH:MM:SS`` gives seconds of
+    the day (``time_of_day_only`` True). Used for the lines that are no event (start-up chatter,
+    tracebacks, request records), whose time still bounds a log's span.
+    """
+    m = _LEADING_STAMP.match(line)
+    if m is None:
+        return None
+    if m.group(1) is None:  # a date follows
+        d = _DATETIME.match(line, m.end())
+        if d is None:
+            return None
+        t = _epoch_seconds(d)
+        if t is None:
+            return None
+        frac = d.group(7)
+        return (t + int(frac) / 10 ** len(frac) if frac else t), False
+    h, mi, s, frac = m.groups()
+    if int(h) > 23 or int(mi) > 59 or int(s) > 60:
+        return None
+    return int(h) * 3600 + int(mi) * 60 + int(s) + (int(frac) / 10 ** len(frac) if frac else 0.0), True
+
+
 def starts_message(line: str, i: int) -> bool:
     """True when position ``i`` is where a log record's message starts.
 

@@ -67,7 +67,7 @@ _DECODE = (
     rb"Decode batch(?: \[\d{1,15}\])?[.,] #running-req: " + _field("d_running", _COUNT) + rb", "
     rb"(?:#token: " + _field("d_token", _COUNT) + rb", token usage: " + _field("d_usage", _RATIO) + rb", "
     rb"|#full token: " + _field("d_full_token", _COUNT) + rb", full token usage: " + _field("d_full_usage", _RATIO)
-    + rb", #swa token: \d{1,15}, swa token usage: " + _field("d_swa_usage", _RATIO) + rb", )"
+    + rb", #swa token: " + _field("d_swa_token", _COUNT) + rb", swa token usage: " + _field("d_swa_usage", _RATIO) + rb", )"
     rb"(?:pre-allocated usage: (?P<d_has_prealloc>)" + _field("d_prealloc_usage", _RATIO) + rb", #prealloc-req: "
     + _field("d_prealloc", _COUNT) + rb", #transfer-req: " + _field("d_transfer", _COUNT)
     + rb", #retracted-req: " + _field("d_retracted", _COUNT) + rb", )?"
@@ -187,7 +187,8 @@ def parse_template(line: str) -> DecodeBatch | PrefillBatch | None:
         if f("d_usage") is not None:
             kv = KvUsage({"kv": float(f("d_usage"))}, int(f("d_token")))
         else:
-            kv = KvUsage({"full": float(f("d_full_usage")), "swa": float(f("d_swa_usage"))}, int(f("d_full_token")))
+            kv = KvUsage({"full": float(f("d_full_usage")), "swa": float(f("d_swa_usage"))}, int(f("d_full_token")),
+                         int(f("d_swa_token")))
         pd = ({"prealloc": int(f("d_prealloc")), "transfer": int(f("d_transfer")), "retracted": int(f("d_retracted"))}
               if f("d_prealloc") is not None else {})
         return DecodeBatch(
