@@ -68,3 +68,22 @@ def test_two_starts_of_different_intervals_count_each_line_with_its_own():
     q = doc["queue_latency"]
     assert q["decode_step_source"] == "gen throughput" and q["decode_step_lines"] == 217
     assert q["decode_step_seconds"] == pytest.approx(0.00996, abs=5e-5)
+
+
+def test_without_a_chunk_size_admissions_are_an_upper_bound_said_beside_the_figure(tmp_path, capsys):
+    # Corpus 020 (2024, no start-up lines): 7 Prefill lines of #new-seq 2 and #new-token 2048 while the
+    # queue falls by one a line: one new request and one continuing chunk each. Without the chunk size
+    # the state sums #new-seq (14), and the text says beside the figure that it is at most that; given
+    # SGLang's --chunked-prefill-size both the report and --one-shot count 2 + 6 x 1 = 8.
+    from exporter.cli import main
+    from exporter_support import one_shot_run
+
+    path = CORPUS / "020-chunked-prefill-cache-hit-rate-percent-2024.log"
+    assert main(["report", str(path)]) == 0
+    row = next(x for x in capsys.readouterr().out.splitlines() if "admitted requests / admission rate" in x)
+    assert " 14 / " in row and "at most" in row and "--chunked-prefill-size" in row
+    code, text = one_shot_run(path, "--sglang.chunked-prefill-size", "2048")
+    assert code == 0 and total(text, "sglang_scheduler_admitted_requests_total") == 8
+    assert main(["report", "--chunked-prefill-size", "2048", str(path)]) == 0
+    row = next(x for x in capsys.readouterr().out.splitlines() if "admitted requests / admission rate" in x)
+    assert " 8 / " in row and "at most" not in row

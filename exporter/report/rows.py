@@ -185,6 +185,8 @@ def _kv(k: dict) -> list[tuple[str, str]]:
 def _queue(q: dict) -> list[tuple[str, str]]:
     admitted = (f"{q['admitted_requests']} / {fig(q, 'admission_rate_per_second', 2, '/s')}"
                 if q["admitted_requests"] is not None else fig(q, "admitted_requests"))
+    if q["admitted_requests"] is not None and "no chunked_prefill_size" in (q["admitted_requests_source"] or ""):
+        admitted += " (at most: chunk size unknown, a chunked prompt counts per chunk; --chunked-prefill-size)"
     step = fig(q, "decode_step_seconds", 1, " ms", 1000)
     if q["decode_step_seconds"] is not None:
         per = q["decode_step_seconds_per_line"]
