@@ -1,17 +1,20 @@
 """Issue 34: the scheduling modes users turn on, on a real SGLang server (the test bed,
 ``docs/testbed.md``), each figure against SGLang's own counters of the same run: mixed chunks,
-priority preemption, and the per-pass stream's cached tokens by release.
+priority preemption, the per-pass stream's cached tokens by release, and recompute with chunked
+prompts under KV pressure.
 
 Each scenario makes its event happen whatever the machine's speed: the mixed-chunk prompts (up to
 600 tokens) exceed the chunk (256) so continuing chunks must ride with running requests; the
-priority run has a ceiling of 2 and priorities 20 apart. Without the stack these tests skip locally
-and fail under ``CI=true``.
+priority run has a ceiling of 2 and priorities 20 apart; the chunked-recompute burst puts two
+prompts of 1,140-1,200 tokens in a pool of 3,000 whose decode outgrows it before either finishes.
+Without the stack these tests skip locally and fail under ``CI=true``.
 """
 
 from __future__ import annotations
 
 import pytest
-from realserver_support import live_run, one, records_root, require_stack, series, stamp_resolution_bound
+from realserver_support import (live_run, one, records_root, require_stack, series,
+                                stamp_resolution_bound)
 
 from testbed import stack
 
@@ -72,7 +75,8 @@ def test_chunked_recompute_lies_between_the_logs_and_the_streams_bounds(version,
     recomputed = live.sglang_total("sglang:realtime_tokens_total", mode="prefill_compute") - \
         live.sglang_total("sglang:prefill_effective_tokens_total", mode="input")
     assert live.sglang_total("sglang:num_retracted_requests_total") > 0  # the burst outgrows the pool
-    lower = one(live.final, "sglang_scheduler_recomputed_tokens_total", dp_rank="0", stage="", method="new_tokens_gained")
+    lower = one(live.final, "sglang_scheduler_recomputed_tokens_total", dp_rank="0", stage="",
+                method="new_tokens_gained")
     upper = one(live.final, "sglang_scheduler_forward_pass_retracted_tokens_total", dp_rank="0", stage="")
     assert 0 < lower <= recomputed <= upper, (lower, recomputed, upper)
     assert upper == retracted

@@ -15,7 +15,8 @@ import re
 
 import pytest
 from conftest import samples
-from realserver_support import live_run, one, records_root, require_stack, series, stamp_resolution_bound
+from realserver_support import (live_run, one, records_root, require_stack, series,
+                                stamp_resolution_bound)
 
 from testbed import stack
 
