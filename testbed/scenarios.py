@@ -213,6 +213,20 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              (Start(("--enable-mixed-chunk", "--chunked-prefill-size", "256") + _KV_PRESSURE
                     + ("--decode-log-interval", "5"),
                     Load(num_prompts=40, input_len=600, output_len=150, rate=8.0, seed=16)),)),
+    # issue 34: chunked prompts under KV pressure with the stream on. Prompts of 1,140-1,200 tokens (5
+    # chunks of 256) and 475-500 output tokens sent at once: a pool of 3,000 tokens admits two (a third
+    # prompt does not fit beside them), prefill runs before decode, and two prompts plus 360 steps of
+    # two requests outgrow the pool before either finishes: a retraction whatever the machine's speed.
+    # The retracted request's earlier chunks stay in the radix cache (not in #new_tokens_gained) and
+    # are evicted before it is admitted again
+    Scenario("chunked-recompute", "issue 34: --chunked-prefill-size 256, prompts of 1,140-1,200 tokens under KV "
+             "pressure, the per-forward-pass stream on: recompute between the log's and the stream's bounds",
+             (Start(("--chunked-prefill-size", "256") + _KV_PRESSURE
+                    + ("--decode-log-interval", "5", "--enable-forward-pass-metrics",
+                       "--forward-pass-metrics-ipc-name", "{fpm}"),
+                    Load(num_prompts=6, input_len=1200, output_len=500, rate=float("inf"), range_ratio=0.95,
+                         seed=17)),),
+             fpm_ranks=1),
     # issue 34: the stream's sum_prefill_kv_tokens by release (0.5.18-0.5.21: the whole KV after the
     # pass; 0.5.23: the cached prefix at schedule time), against SGLang's prefill_cache counter
     Scenario("fpm-prefill", "issue 34: the per-forward-pass stream's prefill fields by release, light load",

@@ -9,6 +9,7 @@ by ``--one-shot`` and ``report --format json``.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -71,6 +72,23 @@ class LiveRun:
     def sglang_total(self, name: str, **labels) -> float:
         """Sum over the starts of an SGLang counter at the end (each start's counters begin at 0)."""
         return sum(one(self.sglang(i), name, **labels) for i in range(len(self.run.starts)))
+
+
+def stamp_resolution_bound(log: str, admitted: float) -> float:
+    """The most the time-integrated queue can be off per admission when lines are stamped to the
+    second: within each second the queue is known only to lie between the least and the largest
+    ``#queue-req`` printed in it (with the value carried in from the second before), for at most the
+    whole second; summed over the seconds, over the admissions."""
+    spread: dict[str, tuple[int, int]] = {}
+    last = None
+    for m in re.finditer(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\].*#queue-req: (\d+)", log, re.M):
+        second, q = m.group(1), int(m.group(2))
+        if second not in spread:
+            spread[second] = (q, q) if last is None else (min(q, last), max(q, last))
+        low, high = spread[second]
+        spread[second] = (min(low, q), max(high, q))
+        last = q
+    return sum(high - low for low, high in spread.values()) / admitted
 
 
 def records_root(tmp_path_factory) -> Path:

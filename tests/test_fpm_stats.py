@@ -129,3 +129,21 @@ def test_cached_tokens_are_absent_until_a_pass_shows_the_release():
     stats.apply(0, [_msg(1, forward_pass(0, prefill=1, prefill_tokens=30, prefill_kv_tokens=30))])
     assert value(_scrape(stats), "sglang_scheduler_forward_pass_prefill_cached_tokens_total", stage="",
                  dp_rank="0") == 40
+
+
+def test_retracted_tokens_are_the_rises_of_the_queued_decode_kv():
+    """Issue 34 item 2: a request retracted goes back to the waiting queue with its output, counted
+    under queued_requests' decode side with its seqlen; a rise of that sum from one pass to the next
+    is the KV retracted in between (a fall, a re-admission, is not; a heartbeat's empty queue is not
+    a pass). The first pass is the base: what waited before the exporter connected is not counted."""
+    stats = FpmStats(["ipc:///x"])
+    passes = [forward_pass(0, decode=4, queued_decode=1, queued_decode_kv_tokens=900),  # base
+              forward_pass(0, decode=3, queued_decode=2, queued_decode_kv_tokens=2100),  # +1,200 retracted
+              forward_pass(0, prefill=1, decode=2, queued_decode=1, queued_decode_kv_tokens=1200),  # re-admitted
+              ForwardPassMetrics(dp_rank=0),  # heartbeat: queue of the struct's defaults
+              forward_pass(0, decode=2, queued_decode=3, queued_decode_kv_tokens=3000),  # +1,800 (2 retracted)
+              forward_pass(0, prefill=2, decode=1)]  # both re-admitted
+    stats.apply(0, [_msg(i, p) for i, p in enumerate(passes)])
+    m = _scrape(stats)
+    assert value(m, "sglang_scheduler_forward_pass_retracted_tokens_total", stage="", dp_rank="0") == 3000
+    assert value(m, "sglang_scheduler_forward_pass_queued_tokens", stage="", dp_rank="0", phase="decode") == 0

@@ -15,7 +15,8 @@ import re
 
 import pytest
 from conftest import samples
-from realserver_support import live_run, one, records_root, require_stack, series
+from realserver_support import (live_run, one, records_root, require_stack, series,
+                                stamp_resolution_bound)
 
 from testbed import stack
 
@@ -165,23 +166,6 @@ def test_recomputed_tokens_are_the_freed_kv_of_the_retracted_requests(kv):
     assert 0.5 * sglang <= got <= sglang, (got, sglang)
 
 
-def _stamp_resolution_bound(log: str, admitted: float) -> float:
-    """The most the time-integrated queue can be off per admission when lines are stamped to the
-    second: within each second the queue is known only to lie between the least and the largest
-    ``#queue-req`` printed in it (with the value carried in from the second before), for at most the
-    whole second; summed over the seconds, over the admissions."""
-    spread: dict[str, tuple[int, int]] = {}
-    last = None
-    for m in re.finditer(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\].*#queue-req: (\d+)", log, re.M):
-        second, q = m.group(1), int(m.group(2))
-        if second not in spread:
-            spread[second] = (q, q) if last is None else (min(q, last), max(q, last))
-        low, high = spread[second]
-        spread[second] = (min(low, q), max(high, q))
-        last = q
-    return sum(high - low for low, high in spread.values()) / admitted
-
-
 def test_queue_wait_agrees_with_sglangs_queue_time(kv):
     """Estimated (Little's law over the stats lines): the time-integrated queue over admissions.
     SGLang observes ``queue_time_seconds`` once per request; the log's queue is seen on every pass
@@ -191,7 +175,7 @@ def test_queue_wait_agrees_with_sglangs_queue_time(kv):
     sglang = kv.sglang_total("sglang:queue_time_seconds_sum") / kv.sglang_total("sglang:queue_time_seconds_count")
     admitted = one(kv.final, "sglang_scheduler_admitted_requests_total")
     ours = one(kv.final, "sglang_scheduler_queue_request_seconds_total") / admitted
-    bound = _stamp_resolution_bound(kv.run.log.read_text(errors="replace"), admitted)
+    bound = stamp_resolution_bound(kv.run.log.read_text(errors="replace"), admitted)
     assert abs(ours - sglang) <= max(0.10 * sglang, bound), (ours, sglang, bound)
     assert kv.report["queue_latency"]["mean_wait_seconds_littles_law"] == pytest.approx(ours, rel=1e-6)
 

@@ -39,6 +39,23 @@ def test_priority_scheduling_off_keeps_the_facts():
     assert kv["throughput"]["recompute_share"] is not None
 
 
+#: --enable-mixed-chunk with chunked prompts under KV pressure (real 0.5.23): #new_tokens_gained 340
+#: where SGLang computed 591 again (num_retracted_input_tokens + _output_tokens; tests/golden/CHECKED.md).
+MIXED_KV = CORPUS / "070-real-0.5.23-mixed-chunk-kv-pressure-retraction.log"
+
+
+def test_a_lower_bound_of_recompute_is_never_called_small():
+    """Issue 34 item 2: #new_tokens_gained is a lower bound (the retracted request's earlier chunks stay
+    cached and are computed again after their eviction), so a share below 10% from it is a floor, not
+    'small'; the text report says which bound the figure is and where the other one is."""
+    doc = report_files(MIXED_KV)
+    t = doc["throughput"]
+    assert t["recomputed_tokens"] == 340 and t["recomputed_tokens_method"] == "new_tokens_gained"
+    assert t["verdict"]["code"] == "recompute_at_least"
+    assert "small" not in t["verdict"]["text"].replace("does not show the share is small", "")
+    assert "sglang_scheduler_forward_pass_retracted_tokens_total" in t["verdict"]["text"]
+
+
 # -- item 5: a new user's pass on the corpus ------------------------------------------------------
 TP2 = CORPUS / "067-real-0.5.23-tp2-retractions-on-both-tp-ranks.log"
 STARTUP = CORPUS / "009-startup-cudagraph-tqdm-warmup-no-rank-tag.log"

@@ -54,6 +54,14 @@ ROWS = (
        "scheduled_requests.sum_decode_kv_tokens",
        "KV context of the decode requests, summed over passes (scheduled_requests.sum_decode_kv_tokens); "
        "divided by the decode requests' sum it is the mean context per decode request."),
+    _m("sglang_scheduler_forward_pass_retracted_tokens_total", COUNTER, S, "tokens", "retracted_tokens",
+       "rises of queued_requests.sum_decode_kv_tokens from one pass to the next (waiting requests with output: "
+       "seqlen = prompt + output; 0.5.18, 0.5.23)",
+       "Prompt + output tokens of requests sent back to the waiting queue with output (retracted, or "
+       "priority-preempted), counted as they enter it (rises of queued_requests.sum_decode_kv_tokens): "
+       "SGLang's num_retracted_input_tokens + num_retracted_output_tokens. The upper bound of the tokens "
+       "computed again (what is still cached at re-admission is not); sglang_scheduler_recomputed_tokens_total "
+       "(the log's #new_tokens_gained) is the lower bound. Not retractions on a PD decode server."),
     _m("sglang_scheduler_forward_pass_queued_requests", GAUGE, (*S, "phase"), "requests", "queued_requests",
        "queued_requests.num_prefill_requests / num_decode_requests of the latest pass",
        "Waiting requests after the latest forward pass (queued_requests): phase=prefill not started, "

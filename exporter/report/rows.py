@@ -125,13 +125,22 @@ def _retractions(r: dict) -> list[tuple[str, str]]:
     ]
 
 
+def _method(m: str) -> str:
+    """The recompute method as the text report says it: ``#new_tokens_gained`` is the KV freed and never
+    cached, a lower bound of what is computed again (docs/metrics.md, "Recomputed tokens")."""
+    if m in ("new_tokens_gained", "mixed"):
+        return (f"{m}: a lower bound, cached KV evicted before re-admission is computed again too; upper "
+                "bound: the per-pass stream's sglang_scheduler_forward_pass_retracted_tokens_total")
+    return m
+
+
 def _throughput(t: dict) -> list[tuple[str, str]]:
     rates = (f"{fig(t, 'computed_tokens_per_second')} vs {fig(t, 'useful_tokens_per_second')} over "
              f"{num(t['seconds'], 0, ' s')} of stats lines" if t["seconds"] else fig(t, "computed_tokens_per_second"))
     return [
         ("computed tokens", f"{num(t['computed_tokens'])} = {num(t['prefill_computed_tokens'])} prefill + "
                             f"{num(t['decode_tokens'])} decode ({t.get('decode_tokens_basis') or 'estimated'})"),
-        ("recomputed tokens", num(t["recomputed_tokens"]) + (f" ({t['recomputed_tokens_method']})"
+        ("recomputed tokens", num(t["recomputed_tokens"]) + (f" ({_method(t['recomputed_tokens_method'])})"
                                                               if t["recomputed_tokens_method"] else "")
          + (f"; {plural(t['retractions_not_sized'], 'retraction')} not sized" if t["retractions_not_sized"] else "")),
         ("useful tokens", fig(t, "useful_tokens")),

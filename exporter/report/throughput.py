@@ -3,7 +3,8 @@
 Figures: ``prefill_computed_tokens`` / ``prefill_cached_tokens`` (sums of ``#new-token`` /
 ``#cached-token``: exact); ``decode_tokens`` = ``#running-req`` x decode-log interval x ``accept len``
 per Decode line (an estimate: the batch is sampled once per interval); ``recomputed_tokens``:
-``#new_tokens_gained`` of retraction lines (exact KV slots freed), else retracted requests x KV
+``#new_tokens_gained`` of retraction lines (KV slots freed and never cached: a lower bound, since what
+stayed cached and is evicted before re-admission is computed again too), else retracted requests x KV
 tokens per running request of the latest Decode line (estimated); ``useful`` = computed -
 recomputed; ``recompute_share`` = recomputed / computed. Rates divide by the active seconds of the
 stats lines (idle gaps capped, see :mod:`exporter.report.basis`).
@@ -110,6 +111,12 @@ def section(b: Basis) -> dict:
                     f"{num(computed)}): " + (f"a tokens/s figure over computed work overstates useful work by "
                                             f"{pct(method.overstatement(rshare))}." if useful else
                                             "no computed token was useful work."))
+    elif rshare and gained:
+        v = verdict("recompute_at_least", f"At least {pct(rshare)} of computed tokens are recompute ({num(recomputed)} "
+                    f"of {num(computed)}): #new_tokens_gained is a lower bound (KV still cached at a retraction and "
+                    "evicted before re-admission is computed again too: with chunked prompts the recompute can be "
+                    "several times it), so this does not show the share is small; the per-pass stream's "
+                    "sglang_scheduler_forward_pass_retracted_tokens_total gives the upper bound.")
     elif rshare:
         v = verdict("minor_recompute", f"{pct(rshare)} of computed tokens are recompute: small.")
     else:

@@ -59,6 +59,7 @@ def _rank_view(st: FpmStats, r: RankStats, now: float) -> dict[str, Any]:
         "prefill_tokens": _hist(r.prefill_tokens),
         "prefill_cached_tokens": r.prefill_cached_tokens,
         "decode_kv_tokens": r.decode_kv_tokens,
+        "retracted_tokens": r.retracted_tokens,
         "queued_requests": None if q is None else {"prefill": q.num_prefill_requests,
                                                    "decode": q.num_decode_requests},
         "queued_tokens": None if q is None else {"prefill": q.sum_prefill_tokens, "decode": q.sum_decode_kv_tokens},

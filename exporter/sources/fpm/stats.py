@@ -95,6 +95,9 @@ class RankStats:
             (SGLang 0.5.18-0.5.22: ``len(req.prefix_indices)`` after result processing) rather than the
             cached prefix at schedule time (0.5.23+: ``batch.prefix_lens``); None while undecided.
         decode_kv_tokens: Sum of ``sum_decode_kv_tokens`` (KV context of the decode requests).
+        retracted_tokens: Sum of the rises of ``queued_requests.sum_decode_kv_tokens`` from one pass
+            to the next (:meth:`add_queued`): the whole KV (prompt + output) of the requests that
+            went back to the waiting queue with output (retracted, priority-preempted).
         queued: ``queued_requests`` of the latest pass; None before the first.
         last_pass_wall: Wall-clock time the latest pass was received.
         last_message: Monotonic time of the latest pass or heartbeat.
@@ -110,6 +113,7 @@ class RankStats:
     pending_kv: int = 0
     pending_tokens: int = 0
     decode_kv_tokens: int = 0
+    retracted_tokens: int = 0
     queued: QueuedRequestMetrics | None = None
     last_pass_wall: float | None = None
     last_message: float = 0.0
@@ -140,6 +144,28 @@ class RankStats:
             kv, tokens = kv + self.pending_kv, tokens + self.pending_tokens
             self.pending_kv = self.pending_tokens = 0
         self.prefill_cached_tokens = (self.prefill_cached_tokens or 0) + (max(kv - tokens, 0) if after else kv)
+
+
+    def add_queued(self, q: QueuedRequestMetrics) -> None:
+        """Take the waiting queue after a pass (``queued_requests``) and count its decode side's rise.
+
+        SGLang (0.5.18, 0.5.23: ``_build_queued_request_metrics``) counts a waiting request with output
+        under ``num_decode_requests`` / ``sum_decode_kv_tokens`` with its ``seqlen`` (prompt + output):
+        outside PD, a request retracted (``update_running_batch``) or priority-preempted back to the
+        queue. Its ``seqlen`` does not change while it waits, and a scheduling step either retracts
+        (a decode step) or admits (a prefill step), never both; each pass's queue is read after the
+        next step was scheduled (overlap) or after its own (no overlap), so a rise of the sum from
+        one pass to the next is the KV of the requests retracted in between, SGLang's
+        ``num_retracted_input_tokens`` + ``num_retracted_output_tokens``. The first pass sets the
+        base. Where a step is missed (a lost message, a pass the publisher skips) or a priority
+        preemption and an admission share a step, the rise nets out what left: short, never over.
+        """
+        prev = self.queued
+        if prev is not None:
+            rise = q.sum_decode_kv_tokens - prev.sum_decode_kv_tokens
+            if rise > 0:
+                self.retracted_tokens += rise
+        self.queued = q
 
 
 @dataclass(slots=True)
@@ -250,7 +276,7 @@ class FpmStats:
                     r.decode_requests.observe(nd)
                     r.decode_kv_tokens += s.sum_decode_kv_tokens
                 r.seconds.observe(wall_time)
-                r.queued = m.queued_requests
+                r.add_queued(m.queued_requests)
                 r.last_pass_wall = wall
             if last is not None:
                 ep.last_seq, ep.last_seq_at = last, now
