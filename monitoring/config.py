@@ -140,9 +140,11 @@ def _precedence() -> Mapping[str, tuple[str, ...]]:
         "retractions": (LOG, NATIVE),
         # batch-size distribution: fpm observes every pass, the log one decode step in decode_log_interval
         "batch_size": (FPM, LOG),
-        # recompute share: the log's #new_tokens_gained (exact, every version from 2025-12-24; estimated
-        # before), else SGLang's prefill_compute - effective input tokens (0.5.18+)
-        "recompute": (LOG, NATIVE),
+        # recompute share: SGLang's prefill_compute - effective input tokens (0.5.18+: every token it
+        # computed again, equal to num_retracted_input + _output tokens on the test bed), else the log's
+        # #new_tokens_gained (2025-12-24+), a lower bound: a retracted request's chunks that stayed
+        # cached and were evicted later are computed again beyond it (0.21x with chunked prompts)
+        "recompute": (NATIVE, LOG),
         # KV occupancy: the log observes every batch line; SGLang's sglang:token_usage is the same figure,
         # sampled once per scrape
         "kv_usage": (LOG, NATIVE),
