@@ -145,7 +145,6 @@ class RankStats:
             self.pending_kv = self.pending_tokens = 0
         self.prefill_cached_tokens = (self.prefill_cached_tokens or 0) + (max(kv - tokens, 0) if after else kv)
 
-
     def add_queued(self, q: QueuedRequestMetrics) -> None:
         """Take the waiting queue after a pass (``queued_requests``) and count its decode side's rise.
 
