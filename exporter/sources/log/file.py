@@ -564,7 +564,15 @@ class Tailer:
         except OSError as exc:
             if exc.errno != errno.ENXIO:  # EINVAL and others: no hole information
                 return
-            data = r.size  # no data from the offset to the end: all hole
+            # ENXIO: no data from the offset to the end, or the offset is past the end because the
+            # file was truncated since r.size was taken (copytruncate): then nothing is skipped, and
+            # the next pass sees the truncation and reads the copy's tail from the offset.
+            try:
+                data = os.fstat(r.f.fileno()).st_size
+            except OSError:
+                return
+            if data <= r.offset:
+                return
         data = min(data, r.size)
         if data > r.offset:
             log.info("%s: skipped a hole of %s NUL bytes (a writer without O_APPEND after a truncation; "
