@@ -136,3 +136,13 @@ def test_no_test_module_imports_another():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             offenders += [f"{path.name} imports {n}" for n in names if n.split(".")[0].startswith("test_")]
     assert offenders == []
+
+
+#: The most lines one module may have (issue 33): what one person reads in one sitting.
+MODULE_MAX_LINES = 600
+
+
+def test_no_module_is_longer_than_one_sitting():
+    long = {name: n for name in modules()
+            if (n := len(source_of(name).read_text(encoding="utf-8").splitlines())) > MODULE_MAX_LINES}
+    assert long == {}, f"modules over {MODULE_MAX_LINES} lines: split them by responsibility"

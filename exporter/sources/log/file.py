@@ -16,7 +16,7 @@ The ``tail -F`` semantics set by mtail, fluent-bit and Vector; each case, and wh
   twice), from 0 with ``from_beginning``; files that appear later from 0. The skipped part and the
   rotated files are searched for the last start's start-up facts (:mod:`.startfacts`).
 * **Regular files only** (checked on the path and again on the descriptor, opened non-blocking);
-  **holes** (``SEEK_DATA``) skipped; **lines** by :mod:`.lines` (memory per file below about
+  **holes** (``SEEK_DATA``) skipped (:mod:`.holes`); **lines** by :mod:`.lines` (memory per file below about
   ``2 * max_line_bytes + READ_CHUNK``); **one reader per file** (:class:`~.registry.Registry`).
 * **One-shot** reads (:meth:`Tailer.read_once`) read to the end once; a ``.gz`` file is decompressed
   (:mod:`.compressed`).
@@ -24,7 +24,6 @@ The ``tail -F`` semantics set by mtail, fluent-bit and Vector; each case, and wh
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import stat
@@ -38,6 +37,7 @@ from ...limits import DEFAULT_MAX_LINE_BYTES, DEFAULT_ROTATE_WAIT
 from ...paths import display_path, not_regular
 from .compressed import gzip_chunks, is_compressed
 from .copies import find_copy
+from .holes import skip_hole
 from .lines import LineSplitter
 from .missed import unseen_rotated_files
 from .registry import FINGERPRINT_BYTES, Ident, Reader, Registry
@@ -534,7 +534,7 @@ class Tailer:
                 r.f.seek(r.offset)
             return 0
         while r.offset < r.size:
-            self._skip_hole(r)
+            skip_hole(r, self.path)
             try:
                 chunk = r.f.read(min(most, r.size - r.offset))
             except OSError as exc:
@@ -553,33 +553,6 @@ class Tailer:
             log_stats.progress_at = time.monotonic()
             fed += self._consume(r, chunk)
         return fed
-
-    def _skip_hole(self, r: Reader) -> None:
-        """Move the read offset past a hole (``SEEK_DATA``): a writer without ``O_APPEND`` (``tee``
-        without ``-a``) goes on at its old offset after ``copytruncate``, and the file grows back as
-        a hole of NUL bytes up to there, gigabytes that lines would drop anyway. A file system that
-        cannot tell holes gives the offset back, and the NULs are read and dropped as before."""
-        try:
-            data = os.lseek(r.f.fileno(), r.offset, os.SEEK_DATA)
-        except OSError as exc:
-            if exc.errno != errno.ENXIO:  # EINVAL and others: no hole information
-                return
-            # ENXIO: no data from the offset to the end, or the offset is past the end because the
-            # file was truncated since r.size was taken (copytruncate): then nothing is skipped, and
-            # the next pass sees the truncation and reads the copy's tail from the offset.
-            try:
-                data = os.fstat(r.f.fileno()).st_size
-            except OSError:
-                return
-            if data <= r.offset:
-                return
-        data = min(data, r.size)
-        if data > r.offset:
-            log.info("%s: skipped a hole of %s NUL bytes (a writer without O_APPEND after a truncation; "
-                     "use tee -a, docs/tailing.md#copytruncate)", display_path(self.path), f"{data - r.offset:,}")
-            r.tail = (r.tail + bytes(min(data - r.offset, FINGERPRINT_BYTES)))[-FINGERPRINT_BYTES:]
-            r.offset = data
-        r.f.seek(r.offset)
 
     def _consume(self, r: Reader, chunk: bytes) -> int:
         feed_block = getattr(self.sink, "feed_block", None)
