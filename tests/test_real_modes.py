@@ -4,7 +4,8 @@ priority preemption, the per-pass stream's cached tokens by release, and recompu
 prompts under KV pressure.
 
 Each scenario makes its event happen whatever the machine's speed: the mixed-chunk prompts (up to
-600 tokens) exceed the chunk (256) so continuing chunks must ride with running requests; the
+600 tokens) exceed the chunk (256) so continuing chunks must ride with running requests, and 30 of
+them sent at once to a ceiling of 8 make a queue; the
 priority run has a ceiling of 2 and priorities 20 apart; the chunked-recompute burst puts two
 prompts of 1,140-1,200 tokens in a pool of 3,000 whose decode outgrows it before either finishes.
 Without the stack these tests skip locally and fail under ``CI=true``.
