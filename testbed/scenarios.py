@@ -228,7 +228,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
                          seed=17)),),
              fpm_ranks=1),
     # issue 34: the stream's sum_prefill_kv_tokens by release (0.5.18-0.5.21: the whole KV after the
-    # pass; 0.5.23: the cached prefix at schedule time), against SGLang's prefill_cache counter
+    # pass; 0.5.22+: the cached prefix at schedule time), against SGLang's prefill_cache counter
     Scenario("fpm-prefill", "issue 34: the per-forward-pass stream's prefill fields by release, light load",
              (Start(("--max-total-tokens", "20000", "--max-running-requests", "8", "--decode-log-interval", "5",
                      "--enable-forward-pass-metrics", "--forward-pass-metrics-ipc-name", "{fpm}"),

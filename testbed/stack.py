@@ -43,6 +43,10 @@ NEWEST = "0.5.23"
 OMNI = {
     "0.1.9": {"sglang": "0.5.22", "torch": "2.13.0", "torchvision": "0.28.0", "torchaudio": "2.11.0"},
 }
+#: SGLang releases run from an Omni stack's venv, which holds the release its Omni pins, installed as
+#: an SGLang release is: 0.5.22 (Omni 0.1.9's) is the first whose per-pass stream fills
+#: ``sum_prefill_kv_tokens`` with the cached prefix at schedule time (0.5.18-0.5.21: after the pass).
+PINNED_BY_OMNI = {spec["sglang"]: f"omni-{omni}" for omni, spec in OMNI.items() if spec["sglang"] not in RELEASES}
 #: What Omni's CPU pipeline (Qwen3-Omni, text and audio out) imports beyond SGLang's dependencies;
 #: the rest of Omni's ``Requires-Dist`` serves other models, GPUs or its own tests.
 OMNI_EXTRA = ("msgpack", "PyYAML", "accelerate", "qwen-vl-utils==0.0.11", "librosa", "av", "typer",
@@ -94,8 +98,8 @@ def omni_model_dir() -> Path:
 
 
 def python(version: str) -> Path:
-    """The Python of a release's venv."""
-    return venv_dir(version) / "bin" / "python"
+    """The Python of a release's venv (a stack, or a release of :data:`PINNED_BY_OMNI`: its Omni stack's)."""
+    return venv_dir(PINNED_BY_OMNI.get(version, version)) / "bin" / "python"
 
 
 def _stamp(version: str) -> str:
@@ -131,7 +135,9 @@ def _venv_ok(version: str) -> bool:
 
 def ready(version: str) -> bool:
     """The stack's venv is built by this version of the test bed with the current stand-ins, and
-    its model exists."""
+    its model exists (for a release of :data:`PINNED_BY_OMNI`: its Omni stack and the plain model)."""
+    if version in PINNED_BY_OMNI:
+        return ready(PINNED_BY_OMNI[version]) and (model_dir() / "tokenizer.json").is_file()
     if version not in stacks():
         return False
     model = (omni_model_dir() / "model.safetensors") if version.startswith("omni-") else (model_dir() / "tokenizer.json")

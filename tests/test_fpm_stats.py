@@ -110,7 +110,7 @@ def _real_stream(version: str) -> tuple[dict, float]:
 
 def test_cached_tokens_by_release_equal_sglangs_prefill_cache():
     """Issue 34 item 4: 0.5.18 fills sum_prefill_kv_tokens after the pass with the whole KV (2,475 for
-    171 cached: it read 14x too high); 0.5.23 with the cached prefix at schedule time. Each equals
+    171 cached: it read 14x too high); 0.5.22+ with the cached prefix at schedule time. Each equals
     SGLang's realtime_tokens_total{mode="prefill_cache"} of the same run."""
     for version in ("0.5.18", "0.5.23"):
         m, cache = _real_stream(version)
@@ -125,7 +125,7 @@ def test_cached_tokens_are_absent_until_a_pass_shows_the_release():
     stats.apply(0, [_msg(0, forward_pass(0, prefill=1, prefill_tokens=10, prefill_kv_tokens=50))])
     assert value(_scrape(stats), "sglang_scheduler_forward_pass_prefill_cached_tokens_total", stage="",
                  dp_rank="0") is None
-    # then one with as many KV as computed tokens: the whole KV after the pass (0.5.18-0.5.22)
+    # then one with as many KV as computed tokens: the whole KV after the pass (0.5.18-0.5.21)
     stats.apply(0, [_msg(1, forward_pass(0, prefill=1, prefill_tokens=30, prefill_kv_tokens=30))])
     assert value(_scrape(stats), "sglang_scheduler_forward_pass_prefill_cached_tokens_total", stage="",
                  dp_rank="0") == 40

@@ -14,12 +14,9 @@ Without the stack these tests skip locally and fail under ``CI=true``.
 from __future__ import annotations
 
 import pytest
-from realserver_support import (live_run, one, records_root, require_stack, series,
-                                stamp_resolution_bound)
+from realserver_support import one, require_stack, run_once, series, stamp_resolution_bound
 
 from testbed import stack
-
-_RUNS: dict[tuple[str, str], object] = {}
 
 
 @pytest.fixture(scope="module", params=list(stack.RELEASES))
@@ -29,10 +26,7 @@ def version(request):
 
 
 def _run(version, name, tmp_path_factory):
-    key = (version, name)
-    if key not in _RUNS:
-        _RUNS[key] = live_run(version, name, records_root(tmp_path_factory))
-    return _RUNS[key]
+    return run_once(version, name, tmp_path_factory)
 
 
 def test_mixed_chunk_admissions_equal_sglangs_requests(version, tmp_path_factory):
@@ -105,10 +99,19 @@ def test_priority_preemption_is_never_a_confident_zero(version, tmp_path_factory
     assert t["prefill_computed_tokens"] == computed
 
 
-def test_stream_cached_tokens_equal_sglangs_prefill_cache(version, tmp_path_factory):
-    """0.5.18 fills sum_prefill_kv_tokens after the pass (whole KV), 0.5.23 at schedule time (the
-    cached prefix): either way the sidecar's cached tokens equal SGLang's prefill_cache counter."""
-    live = _run(version, "fpm-prefill", tmp_path_factory)
+@pytest.fixture(scope="module", params=[*stack.RELEASES, *stack.PINNED_BY_OMNI])
+def stream_version(request):
+    """The releases on each side of the stream's change: 0.5.18 fills sum_prefill_kv_tokens after the
+    pass; 0.5.22 (from SGLang Omni 0.1.9's stack: the first release of the change) and 0.5.23 at
+    schedule time."""
+    require_stack(request.param)
+    return request.param
+
+
+def test_stream_cached_tokens_equal_sglangs_prefill_cache(stream_version, tmp_path_factory):
+    """0.5.18-0.5.21 fill sum_prefill_kv_tokens after the pass (whole KV), 0.5.22+ at schedule time
+    (the cached prefix): either way the sidecar's cached tokens equal SGLang's prefill_cache counter."""
+    live = _run(stream_version, "fpm-prefill", tmp_path_factory)
     cache = live.sglang_total("sglang:realtime_tokens_total", mode="prefill_cache")
     assert cache > 0  # the benchmark client's warm-up repeats a prompt: a radix-cache hit
     got = series(live.final, "sglang_scheduler_forward_pass_prefill_cached_tokens_total", dp_rank="0", stage="")

@@ -45,8 +45,8 @@ ROWS = (
        "Prompt tokens computed per forward pass with prefill requests (scheduled_requests.sum_prefill_tokens).",
        PREFILL_TOKENS_BUCKETS),
     _m("sglang_scheduler_forward_pass_prefill_cached_tokens_total", COUNTER, S, "tokens",
-       "prefill_cached_tokens", "scheduled_requests.sum_prefill_kv_tokens (0.5.23+: the cached prefix at "
-       "schedule time; 0.5.18-0.5.22: the whole KV after the pass, less sum_prefill_tokens)",
+       "prefill_cached_tokens", "scheduled_requests.sum_prefill_kv_tokens (0.5.22+: the cached prefix at "
+       "schedule time; 0.5.18-0.5.21: the whole KV after the pass, less sum_prefill_tokens)",
        "Prompt tokens of prefill requests read from the KV cache instead of computed: radix-cache hits and "
        "earlier chunks (scheduled_requests.sum_prefill_kv_tokens, taken for what the release fills in; absent "
        "until a pass shows which)."),

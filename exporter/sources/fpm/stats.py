@@ -92,8 +92,8 @@ class RankStats:
             ``sum_prefill_kv_tokens`` taken for what the publisher's release fills in
             (:meth:`add_prefill_kv`); None until the stream has shown which.
         kv_after_pass: Whether ``sum_prefill_kv_tokens`` is the requests' whole KV after the pass
-            (SGLang 0.5.18-0.5.22: ``len(req.prefix_indices)`` after result processing) rather than the
-            cached prefix at schedule time (0.5.23+: ``batch.prefix_lens``); None while undecided.
+            (SGLang 0.5.18-0.5.21: ``len(req.prefix_indices)`` after result processing) rather than the
+            cached prefix at schedule time (0.5.22+: ``batch.prefix_lens``); None while undecided.
         decode_kv_tokens: Sum of ``sum_decode_kv_tokens`` (KV context of the decode requests).
         retracted_tokens: Sum of the rises of ``queued_requests.sum_decode_kv_tokens`` from one pass
             to the next (:meth:`add_queued`): the whole KV (prompt + output) of the requests that
@@ -123,9 +123,9 @@ class RankStats:
         """Count one prefill pass's cached prompt tokens from ``sum_prefill_kv_tokens`` (``kv``) and
         ``sum_prefill_tokens`` (``tokens``, computed).
 
-        After the pass (0.5.18-0.5.22) ``kv`` is every prefill request's cached prefix plus what the
+        After the pass (0.5.18-0.5.21) ``kv`` is every prefill request's cached prefix plus what the
         pass computed, so ``kv >= tokens`` always and the cached part is ``kv - tokens``; at schedule
-        time (0.5.23+) ``kv`` is the cached prefix itself. A pass with ``kv < tokens`` shows the
+        time (0.5.22+) ``kv`` is the cached prefix itself. A pass with ``kv < tokens`` shows the
         latter, one with ``kv == tokens > 0`` (nothing cached, whole KV = what was computed) the
         former; passes before either are held and counted once it shows (a prefill-only stream
         without either stays undecided: the series is absent, never a guess).
