@@ -5,6 +5,7 @@ tests/test_prometheus_integration.py and tests/test_fleet_remote_write.py."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import time
@@ -69,6 +70,25 @@ class Prometheus:
         assert body["status"] == "success", body
         return body["data"]["result"]
 
+    def query_range(self, expr: str, start: float, end: float, step: float = 1.0) -> list[dict]:
+        """The range vector of ``expr`` evaluated every ``step`` seconds from ``start`` to ``end``
+        (Unix seconds): series with ``values``, ``[[t, "v"], ...]`` (raises on a query error)."""
+        url = f"{self.base}/api/v1/query_range?" + urllib.parse.urlencode(
+            {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step}"})
+        body = json.loads(get(url))
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    def rule_evaluations(self) -> list[float]:
+        """When each rule group was last evaluated (Unix seconds), from ``/api/v1/rules``."""
+        from datetime import datetime
+
+        def seconds(stamp: str) -> float:  # RFC 3339 with nanoseconds; Python's parser takes microseconds
+            stamp = re.sub(r"(\.\d{6})\d+", r"\1", stamp)
+            return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+        return [seconds(g["lastEvaluation"]) for g in json.loads(get(f"{self.base}/api/v1/rules"))["data"]["groups"]]
+
     def scalar(self, expr: str) -> float | None:
         """The value of ``expr`` when it has exactly one series, else None."""
         result = self.query(expr)
@@ -86,3 +106,38 @@ def stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+#: Grafana's variables as a dashboard with every variable at "All" fills them in.
+ALL_VARIABLES = (("$__rate_interval", "5m"), ("$safety_factor", "0.7"), ("$namespace", ".*"), ("$pod", ".*"),
+                 ("$stage", ".*"), ("$dp_rank", ".*"), ("$gpu", ".*"), ("$sglang_group", ".*"), ("$source", ".*"))
+
+
+def dashboard_targets(board: dict) -> list[tuple[str, str, str]]:
+    """``(panel title, refId, PromQL)`` of every query of a Grafana dashboard (collapsed rows too),
+    with :data:`ALL_VARIABLES` filled in."""
+    out = []
+    for panel in [q for top in board["panels"] for q in (top, *top.get("panels", []))]:
+        for t in panel.get("targets", []):
+            expr = t["expr"]
+            for var, val in ALL_VARIABLES:
+                expr = expr.replace(var, val)
+            out.append((panel["title"], t["refId"], expr))
+    return out
+
+
+def start_prometheus(config: dict, folder: Path) -> tuple[subprocess.Popen, Prometheus]:
+    """Debian's ``prometheus`` on a free loopback port with ``config`` (written as JSON, which is
+    YAML) and its TSDB under ``folder``; its output in ``folder/prometheus.out``. The caller stops it
+    (:func:`stop`). Skips locally, fails under CI=true, when it is not installed."""
+    from conftest import require_tool
+
+    binary = require_tool("prometheus")
+    port = free_port()
+    (folder / "prometheus.yml").write_text(json.dumps(config))
+    with open(folder / "prometheus.out", "w") as out:
+        proc = subprocess.Popen(
+            [binary, f"--config.file={folder / 'prometheus.yml'}", f"--storage.tsdb.path={folder / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdout=out, stderr=subprocess.STDOUT, cwd=folder)
+    return proc, Prometheus(f"http://127.0.0.1:{port}")

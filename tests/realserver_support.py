@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import IN_CI, ROOT, samples
 from exporter_support import Exporter, command
+from prometheus_support import dashboard_targets, start_prometheus, stop, wait_for
 
 sys.path.insert(0, str(ROOT))
 from testbed import scenarios, stack  # noqa: E402
@@ -30,7 +32,7 @@ def require_stack(version: str) -> None:
     """Skip (locally) or fail (under CI=true) when the SGLang stack of ``version`` is not built."""
     if not stack.ready(version):
         msg = (f"the SGLang {version} test bed is not built in {stack.cache_dir()}: "
-               f"run 'python3 -m testbed build {version}' (.ci/run does)")
+               f"run 'python3 -m testbed build {stack.PINNED_BY_OMNI.get(version, version)}' (.ci/run does)")
         if IN_CI:
             pytest.fail(msg)
         pytest.skip(msg)
@@ -60,6 +62,11 @@ class LiveRun:
     one_shot: str = ""         # --one-shot on the finished log
     report: dict = field(default_factory=dict)   # report --format json on the finished log
     sidecar_log: str = ""      # the sidecar's own stderr
+    # with prometheus=True: every query of the on-call dashboard when the load is over (the server
+    # still up) on a real Prometheus that scraped the sidecar and SGLang every second with the
+    # shipped rules: (title, refId) -> [(labels, value)]
+    oncall: dict = field(default_factory=dict)
+    oncall_history: dict = field(default_factory=dict)  # the same queries every second since the sidecar started
 
     def sglang(self, start: int, label: str = "end") -> str:
         return self.run.prom(start, label)
@@ -91,6 +98,18 @@ def stamp_resolution_bound(log: str, admitted: float) -> float:
     return sum(high - low for low, high in spread.values()) / admitted
 
 
+_RUNS: dict[tuple[str, str], LiveRun] = {}
+
+
+def run_once(version: str, name: str, tmp_path_factory, prometheus: bool = False) -> LiveRun:
+    """:func:`live_run` of scenario ``name`` on ``version``, once per test session: the tests of
+    one scenario share its run (each run takes minutes of a real server)."""
+    key = (version, name)
+    if key not in _RUNS:
+        _RUNS[key] = live_run(version, name, records_root(tmp_path_factory), prometheus=prometheus)
+    return _RUNS[key]
+
+
 def records_root(tmp_path_factory) -> Path:
     """Where runs keep their records: ``$SGLANG_TESTBED_RECORDS`` (kept after the session,
     e.g. for a closing note or ``python3 -m testbed keep``), else a pytest temporary folder."""
@@ -115,8 +134,58 @@ def read_to_end(sidecar: Exporter, log: Path) -> str:
     return text
 
 
-def live_run(version: str, name: str, root: Path) -> LiveRun:
-    """Run scenario ``name`` on SGLang ``version`` under ``root`` with the sidecar following it."""
+#: The pod label Prometheus gives both targets of a run, as Kubernetes would the sidecar and its server.
+POD = "testbed"
+RULE_FILES = sorted((ROOT / "deploy" / "prometheus").glob("sglang-*.yml"))
+ONCALL = ROOT / "grafana" / "sglang-oncall.json"
+
+
+class RunPrometheus:
+    """A real Prometheus with the shipped rules scraping, every second, the sidecar and the SGLang
+    server of the running start (``before_start`` hands it over through a file of targets), both as
+    pod :data:`POD`: what a PodMonitor and SGLang's own scrape give in a cluster."""
+
+    def __init__(self, folder: Path, sidecar_port: int):
+        self.started = time.time()
+        shutil.rmtree(folder, ignore_errors=True)  # a kept records folder's earlier run: not this one's series
+        folder.mkdir()
+        self.targets = folder / "sglang-targets.json"
+        self.targets.write_text("[]")
+        self.proc, self.prom = start_prometheus({
+            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(p) for p in RULE_FILES],
+            "scrape_configs": [
+                {"job_name": "sglang-exporter",
+                 "static_configs": [{"targets": [f"127.0.0.1:{sidecar_port}"], "labels": {"pod": POD}}]},
+                {"job_name": "sglang", "file_sd_configs": [{"files": [str(self.targets)], "refresh_interval": "1s"}]},
+            ]}, folder)
+
+    def before_start(self, i: int, server) -> None:
+        self.targets.write_text(json.dumps([{"targets": [f"127.0.0.1:{server.port}"], "labels": {"pod": POD}}]))
+
+    def oncall(self, sidecar: str) -> tuple[dict, dict]:
+        """Every on-call query now and over the run so far (every second since Prometheus started),
+        once Prometheus holds the retractions of the sidecar's ``/metrics`` text ``sidecar`` and every
+        rule has been evaluated after that scrape."""
+        want = one(sidecar, "sglang_scheduler_retractions_total")
+        stored = wait_for(f"Prometheus to store the sidecar's {want} retractions", lambda: (
+            self.prom.scalar(f'sum(sglang_scheduler_retractions_total{{pod="{POD}"}})') == want
+            and self.prom.scalar(f'max(timestamp(up{{pod="{POD}", job="sglang-exporter"}}))')), procs=(self.proc,))
+        wait_for("every rule group evaluated after that scrape",
+                 lambda: min(self.prom.rule_evaluations()) > stored + 2, procs=(self.proc,))
+        targets = dashboard_targets(json.loads(ONCALL.read_text()))
+        now = {(title, ref): [(r["metric"], float(r["value"][1])) for r in self.prom.query(expr)]
+               for title, ref, expr in targets}
+        end = time.time()
+        history = {(title, ref): [(r["metric"], [float(v) for _, v in r["values"]])
+                                  for r in self.prom.query_range(expr, self.started, end)]
+                   for title, ref, expr in targets}
+        return now, history
+
+
+def live_run(version: str, name: str, root: Path, prometheus: bool = False) -> LiveRun:
+    """Run scenario ``name`` on SGLang ``version`` under ``root`` with the sidecar following it (and,
+    with ``prometheus``, a real Prometheus scraping both: :class:`RunPrometheus`, ``LiveRun.oncall``)."""
     scenario = scenarios.SCENARIOS[name]
     out = root / f"{version}-{name}"
     out.mkdir(parents=True, exist_ok=True)
@@ -127,13 +196,17 @@ def live_run(version: str, name: str, root: Path) -> LiveRun:
         args += ["--fpm.endpoints", ",".join(f"{endpoint}.{r}" for r in range(scenario.fpm_ranks))]
     sidecar = Exporter(*args)
     live = LiveRun(run=None)  # type: ignore[arg-type]
+    prom = None
     try:
+        prom = RunPrometheus(out / "prometheus", sidecar.port) if prometheus else None
         def on_scrape(i: int, label: str, text: str, again) -> None:
             side = sidecar.get("/metrics")[1]
             live.pairs.append((i, label, text, side))
             live.after.append(again())
+            if prom and label == "end" and i == len(scenario.starts) - 1:  # the load is over, SGLang still up
+                live.oncall, live.oncall_history = prom.oncall(side)
 
-        live.run = scenario.run(out, version, on_scrape=on_scrape)
+        live.run = scenario.run(out, version, on_scrape=on_scrape, before_start=prom and prom.before_start)
         text = read_to_end(sidecar, out / "server.log")
         deadline = time.monotonic() + DEADLINE
         # the stream may lag the log: the server has stopped, so wait until its count stands still
@@ -146,6 +219,8 @@ def live_run(version: str, name: str, root: Path) -> LiveRun:
             time.sleep(0.5)
         live.final = text
     finally:
+        if prom:
+            stop(prom.proc)
         sidecar.terminate()
         live.sidecar_log = "".join(sidecar.stderr_lines)
     log = str(out / "server.log")
@@ -157,6 +232,10 @@ def live_run(version: str, name: str, root: Path) -> LiveRun:
     (out / "sidecar-final.prom").write_text(live.final)
     (out / "one-shot.prom").write_text(live.one_shot)
     (out / "report.json").write_text(json.dumps(live.report, indent=1))
+    if prometheus:  # what the on-call dashboard showed, query by query
+        (out / "oncall.json").write_text(json.dumps([{"panel": t, "ref": r, "now": live.oncall[t, r],
+                                                      "history": live.oncall_history[t, r]}
+                                                     for t, r in live.oncall], indent=1))
     with open(out / "scrapes.jsonl", "w") as f:  # every bracketed scrape: SGLang, the sidecar, SGLang
         for (i, label, before, side), after in zip(live.pairs, live.after):
             f.write(json.dumps({"start": i, "label": label, "sglang": before, "sidecar": side, "sglang_after": after}) + "\n")

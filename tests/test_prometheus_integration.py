@@ -44,6 +44,7 @@ import pytest
 from conftest import CORPUS, ROOT, require_tool, value
 from native_metrics import NativeServer, Shape
 from prometheus_support import Prometheus as _Prometheus
+from prometheus_support import dashboard_targets
 from prometheus_support import free_port as _free_port
 from prometheus_support import get as _get
 from prometheus_support import log_lines as _log_lines
@@ -218,16 +219,8 @@ def test_prometheus_scrapes_exporter_and_rules_compute_the_retraction_share(stac
     # Every dashboard query runs on the real server (variables filled in as Grafana would with "All");
     # the headline panels return the figures of the log and of SGLang's metrics.
     dashboards = {p.name: json.loads(p.read_text()) for p in (ROOT / "grafana").glob("*.json")}
-    results = {}
-    for name, board in dashboards.items():
-        for panel in [q for top in board["panels"] for q in (top, *top.get("panels", []))]:  # collapsed rows too
-            for t in panel.get("targets", []):
-                expr = t["expr"]
-                for var, val in (("$__rate_interval", "5m"), ("$safety_factor", "0.7"), ("$namespace", ".*"),
-                                 ("$pod", ".*"), ("$stage", ".*"), ("$dp_rank", ".*"), ("$gpu", ".*"), ("$sglang_group", ".*"),
-                                 ("$source", ".*")):
-                    expr = expr.replace(var, val)
-                results[(name, panel["title"], t["refId"])] = prom.query(expr)  # raises on a query error
+    results = {(name, title, ref): prom.query(expr)  # raises on a query error
+               for name, board in dashboards.items() for title, ref, expr in dashboard_targets(board)}
 
     def per_scheduler(title: str, ref: str = "A", board: str = "sglang-scheduler.json") -> dict[tuple[str, str], float]:
         return {(r["metric"].get("sglang_group"), r["metric"].get("dp_rank")): float(r["value"][1])

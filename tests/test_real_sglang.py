@@ -15,12 +15,10 @@ import re
 
 import pytest
 from conftest import samples
-from realserver_support import (live_run, one, records_root, require_stack, series,
-                                stamp_resolution_bound)
+from histogram_quantile import histogram_quantile
+from realserver_support import POD, one, require_stack, run_once, series, stamp_resolution_bound
 
 from testbed import stack
-
-_RUNS: dict[tuple[str, str], object] = {}
 
 
 @pytest.fixture(scope="module", params=list(stack.RELEASES))
@@ -29,11 +27,12 @@ def version(request):
     return request.param
 
 
+#: Scenarios run with a real Prometheus beside the sidecar (the on-call dashboard's questions).
+WITH_PROMETHEUS = {"kv-pressure", "dp2"}
+
+
 def _run(version, name, tmp_path_factory):
-    key = (version, name)
-    if key not in _RUNS:
-        _RUNS[key] = live_run(version, name, records_root(tmp_path_factory))
-    return _RUNS[key]
+    return run_once(version, name, tmp_path_factory, prometheus=name in WITH_PROMETHEUS)
 
 
 @pytest.fixture(scope="module")
@@ -211,6 +210,58 @@ def test_report_decode_step_agrees_with_the_clients_time_per_output_token(kv):
     assert step == pytest.approx(client["mean_tpot_ms"], rel=0.25), (step, client["mean_tpot_ms"])
 
 
+# --- the on-call dashboard on a real Prometheus (issue 38) ------------------------------------------
+
+def _panel(live, title: str, ref: str = "A") -> dict[str, tuple[dict, float]]:
+    """An on-call query's series by dp_rank, with their labels; every one is the run's pod."""
+    found = live.oncall[(title, ref)]
+    assert {labels.get("sglang_group") for labels, _ in found} == {POD}, (title, found)
+    return {labels.get("dp_rank"): (labels, v) for labels, v in found}
+
+
+def test_the_on_call_dashboard_answers_its_questions_on_a_real_run(kv):
+    """grafana/sglang-oncall.json on a real Prometheus that scraped the sidecar and SGLang every second
+    with the shipped rules while the burst ran (read when the load is over, the server still up).
+    Every query returns the run's scheduler (but the DP imbalance, absent with one DP rank), with the
+    figures the sidecar served at that scrape: (1) the log's retraction events against the 5% line,
+    over the stream's passes (the exact denominator is preferred); (2) the decode batch against the
+    ceiling and KV; (3) the queue; (4) which DP rank."""
+    side = next(text for i, label, _, text in reversed(kv.pairs) if label == "end")
+    for (title, ref), found in kv.oncall.items():
+        if title != "Which DP rank: imbalance (max / mean)":
+            assert found, (title, ref)
+    assert kv.oncall[("Which DP rank: imbalance (max / mean)", "A")] == []
+    (labels, share), = _panel(kv, "Retractions / batches (5% rule)").values()
+    assert labels["source"] == "log"  # the numerator's source: every retraction line
+    # rate() extrapolates each series over its own samples in the window (the whole burst lies in it):
+    # within 10% of the sidecar's own count, warm-up passes included
+    whole = one(side, "sglang_scheduler_retractions_total") / one(side, "sglang_scheduler_forward_passes_total")
+    assert share > 0 and share == pytest.approx(whole, rel=0.10), (share, whole)
+    (_, share_of_ceiling), = _panel(kv, "Decode batch p50 / ceiling").values()
+    ceiling = one(side, "sglang_scheduler_max_running_requests")
+    assert ceiling == 32
+    # the stream's decode passes (preferred, exact): the p50 of the sidecar's own buckets at that
+    # scrape, within one served bucket (max(1, 5%)): rate() extrapolates each bucket over its own samples
+    buckets = {float(dict(lab)["le"]): v for (n, lab), v in samples(side).items()
+               if n == "sglang_scheduler_forward_pass_requests_bucket" and dict(lab).get("phase") == "decode"}
+    p50 = histogram_quantile(0.5, buckets)
+    assert abs(share_of_ceiling * ceiling - p50) <= max(1, 0.05 * p50), (share_of_ceiling * ceiling, p50)
+    # bounded by KV, not by the ceiling: a pool of 3,000 tokens holds about 10 requests of 200 + 200
+    # tokens, so the batch stays below half the ceiling while the pool is more than half full
+    kv_history = [v for _, values in kv.oncall_history[("Bounded by KV or by the ceiling", "B")] for v in values]
+    assert share_of_ceiling < 0.5 and max(kv_history) > 0.5, (share_of_ceiling, max(kv_history))
+    (_, kv_now), = _panel(kv, "Bounded by KV or by the ceiling", "B").values()
+    assert kv_now == one(side, "sglang_scheduler_kv_usage_ratio")
+    (_, waiting), = _panel(kv, "Waiting requests and their slope").values()
+    assert waiting == one(side, "sglang_scheduler_queue_requests")
+    queue_history = [v for _, values in kv.oncall_history[("Waiting requests and their slope", "A")] for v in values]
+    assert max(queue_history) >= 32  # 120 sent at once: most wait while the pool holds about 10
+    (labels, wait), = _panel(kv, "Queue wait (as alerted)").values()
+    assert labels.get("source") == "sglang_metrics" and wait > 0  # SGLang's own per-request wait wins
+    (_, running), = _panel(kv, "Which DP rank: running requests per rank").values()
+    assert running == one(side, "sglang_scheduler_running_requests")
+
+
 # --- (d) --dp-size 2 -------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -241,6 +292,20 @@ def test_each_dp_rank_is_its_own_scheduler_with_sglangs_counts(dp2):
                  + one(dp2.final, "sglang_scheduler_batches_total", phase="decode", dp_rank=rank) / 5)
         assert balance["per_rank"][rank]["lines"] == lines, rank
     assert balance["running_imbalance"]["count"] > 0 and 1 <= balance["running_imbalance"]["max"] <= 2
+
+
+def test_the_on_call_dashboard_tells_the_dp_ranks_apart(dp2):
+    """Question (4) on a real Prometheus: both DP ranks of the one server, each with the running
+    requests the sidecar served for it when the load was over; while the load ran, the imbalance
+    across them (max / mean of the two ranks' running requests, absent while both are idle)."""
+    side = next(text for i, label, _, text in reversed(dp2.pairs) if label == "end")
+    running = _panel(dp2, "Which DP rank: running requests per rank")
+    assert {rank: v for rank, (_, v) in running.items()} == {
+        rank: one(side, "sglang_scheduler_running_requests", dp_rank=rank) for rank in ("0", "1")}
+    found = dp2.oncall_history[("Which DP rank: imbalance (max / mean)", "A")]
+    assert {labels["sglang_group"] for labels, _ in found} == {POD}
+    history = [v for _, values in found for v in values]
+    assert history and all(1 <= v <= 2 for v in history), history
 
 
 # --- (e) --enable-priority-scheduling with two priorities ------------------------------------------
