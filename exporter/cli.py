@@ -298,7 +298,7 @@ def _serve(settings: Settings, store: SchedulerStore) -> int:
         log.info("polling SGLang Omni at %s every %g s", omni_poller.base, settings.omni.poll_interval)
     if replayer is not None:
         near = "localhost" if shown in ("0.0.0.0", "127.0.0.1") else shown
-        log.info("demo: replaying the bundled sample log (its retraction storm starts about 25 s in); "
+        log.info("demo: replaying the bundled sample log (its retraction storm starts about 20 s in); "
                  "try: curl -s http://%s:%d%s | grep retractions_total", near, server.port, settings.web.telemetry_path)
     try:
         while not stop.wait(3600):

@@ -192,14 +192,14 @@ def _warn_empty(runs: list[tuple[str, list[InputFile], dict]]) -> bool:
                         and (sec.get("retractions") or {}).get("decode_steps")):
                     print(f"{PROG}: warning: stage {stage}: decode steps assume SGLang's default decode_log_interval "
                           f"of {settings.get('decode_log_interval')}: SGLang Omni prints no server_args (pass "
-                          f"--stage-decode-log-intervals {stage}=STEPS with the stage's "
+                          f"--sglang.stage-decode-log-intervals {stage}=STEPS with the stage's "
                           f"--{stage}.engine.decode_log_interval)", file=sys.stderr)
             continue
         settings = doc.get("settings") or {}
         if settings.get("decode_log_interval_source") == "default" and doc["lines"]["parsed"].get("decode"):
             print(f"{PROG}: warning: decode steps assume SGLang's default decode_log_interval of "
                   f"{settings.get('decode_log_interval')}: the {name} log has no server_args line giving it "
-                  "(pass --decode-log-interval with the server's value)", file=sys.stderr)
+                  "(pass --sglang.decode-log-interval with the server's value, as to the sidecar)", file=sys.stderr)
     return empty_run
 
 
