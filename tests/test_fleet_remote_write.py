@@ -225,11 +225,14 @@ def test_agent_remote_write_central_store_matches_a_single_prometheus(fleet):
     except pytest.fail.Exception as exc:
         raise AssertionError(f"{exc}; central vs single: {last}") from None
     assert not {a for a in alerts if a[1] == "steady"}, alerts
-    # The fleet views (the pod aggregated away) count the schedulers and those over each line.
-    fleet = {name: central.scalar(f'{name}{{namespace="llm"}}') for name in (
-        "namespace:sglang_schedulers:count", "namespace:sglang_schedulers_kv_cache_saturated:count",
-        "namespace:sglang_schedulers_retraction_ratio_high:count")}
-    assert list(fleet.values()) == [3, 1, 0], fleet
+    # The fleet views (the pod aggregated away) count the schedulers and those over each line. Their
+    # rule group evaluates on its own schedule: wait for an evaluation that saw every pod's series.
+    def fleet_counts() -> list:
+        return [central.scalar(f'{name}{{namespace="llm"}}') for name in (
+            "namespace:sglang_schedulers:count", "namespace:sglang_schedulers_kv_cache_saturated:count",
+            "namespace:sglang_schedulers_retraction_ratio_high:count")]
+    wait_for("the fleet counts 3 schedulers, 1 KV-saturated, 0 over the retraction line",
+             lambda: fleet_counts() == [3, 1, 0], DEADLINE_S, procs)
     kv = {dict(k)["sglang_group"]: v for k, v in figures.items()
           if dict(k)["__name__"] == "group_dp_rank:sglang_scheduler_kv_usage_observed:mean_rate5m"}
     assert kv["kv-full"] == 1.0 and 0.9 < kv["storm"] < 0.95 and kv["steady"] < 0.5, kv
