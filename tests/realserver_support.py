@@ -21,6 +21,7 @@ import pytest
 from conftest import IN_CI, ROOT, samples
 from exporter_support import Exporter, command
 from prometheus_support import dashboard_targets, start_prometheus, stop, wait_for
+from rules_support import RULE_FILES
 
 sys.path.insert(0, str(ROOT))
 from testbed import scenarios, stack  # noqa: E402
@@ -136,7 +137,6 @@ def read_to_end(sidecar: Exporter, log: Path) -> str:
 
 #: The pod label Prometheus gives both targets of a run, as Kubernetes would the sidecar and its server.
 POD = "testbed"
-RULE_FILES = sorted((ROOT / "deploy" / "prometheus").glob("sglang-*.yml"))
 ONCALL = ROOT / "grafana" / "sglang-oncall.json"
 
 

@@ -45,13 +45,13 @@ from conftest import CORPUS, ROOT, require_tool, value
 from native_metrics import NativeServer, Shape
 from prometheus_support import Prometheus as _Prometheus
 from prometheus_support import dashboard_targets
+from rules_support import RULE_FILES
 from prometheus_support import free_port as _free_port
 from prometheus_support import get as _get
 from prometheus_support import log_lines as _log_lines
 from prometheus_support import stop as _stop
 from prometheus_support import wait_for as _wait_for
 
-RULE_FILES = sorted((ROOT / "deploy" / "prometheus").glob("sglang-*.yml"))
 STORM = CORPUS / "008-retraction-storm-tokens-gained-uvicorn.log"
 STARTUP = CORPUS / "009-startup-cudagraph-tqdm-warmup-no-rank-tag.log"
 @pytest.fixture
